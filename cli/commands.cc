@@ -1,0 +1,280 @@
+#include "cli/commands.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <iostream>
+#include <memory>
+
+#include "cli/output.h"
+#include "common/error.h"
+#include "evaluator/compile_cache.h"
+#include "evaluator/cuda_driver.h"
+#include "evaluator/nvrtc_compiler.h"
+#include "population/sqlite.h"
+
+namespace evo::cli {
+namespace {
+
+// Options every command shares.
+struct GlobalOptions {
+  std::vector<std::string> template_folders;
+  bool verbose = false;
+};
+
+struct CompileOptions {
+  std::string template_name = "sdpa_fp16";
+  std::vector<std::string> settings;
+  std::string shape;
+  bool causal = false;
+  std::string arch;
+  int device = 0;
+  std::string cache_dir = "runs/cache";
+  bool no_cache = false;
+  bool allow_spills = false;
+  bool json = false;
+  bool show_log = false;
+  bool show_source = false;
+};
+
+// One subcommand: its name, what it does, how it reads its options and how it runs.
+struct Command {
+  const char* name;
+  const char* description;
+  std::function<std::function<int()>(CLI::App&, const GlobalOptions&)> setup;
+};
+
+TemplateLibrary LoadLibrary(const GlobalOptions& global) {
+  std::vector<std::filesystem::path> folders(global.template_folders.begin(),
+                                             global.template_folders.end());
+  return TemplateLibrary::Load(folders);
+}
+
+// "B,H,S,D" or "B,H,S_q,S_kv,D" onto the template's problem parameters of those names.
+void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& problem) {
+  std::vector<int64_t> values;
+  size_t start = 0;
+  while (start <= shape.size()) {
+    const size_t comma = std::min(shape.find(',', start), shape.size());
+    const std::optional<int64_t> value =
+        ParseInteger(std::string_view(shape).substr(start, comma - start));
+    if (!value || *value < 1) {
+      values.clear();
+      break;
+    }
+    values.push_back(*value);
+    start = comma + 1;
+  }
+  if (values.size() != 4 && values.size() != 5) {
+    throw Error("malformed --shape '" + shape +
+                "': expected B,H,S,D or B,H,S_q,S_kv,D as positive integers");
+  }
+  const bool split = values.size() == 5;
+  const std::vector<std::pair<const char*, int64_t>> assignments = {
+      {"B", values[0]},
+      {"H", values[1]},
+      {"S_q", values[2]},
+      {"S_kv", split ? values[3] : values[2]},
+      {"D", values.back()}};
+  for (const auto& [name, value] : assignments) {
+    SetProblemParam(manifest, name, value, problem);
+  }
+}
+
+// The arch to compile for: the one named, or the one of the GPU that is here.
+ArchOrigin ResolveArch(const CompileOptions& options, ArchInfo& arch) {
+  if (!options.arch.empty()) {
+    arch = ArchByName(options.arch);
+    const auto supported = NvrtcCompiler::SupportedArchs();
+    const std::string base = "sm_" + std::to_string(arch.sm);
+    if (std::find(supported.begin(), supported.end(), base) == supported.end()) {
+      throw Error("this NVRTC cannot compile for " + options.arch);
+    }
+    return {arch.name, ""};
+  }
+  std::vector<DeviceInfo> devices;
+  try {
+    devices = QueryDevices();
+  } catch (const NoGpuError& error) {
+    throw Error(std::string(error.what()) +
+                "; pass --arch (e.g. --arch sm_90) to compile for a GPU that is not here");
+  }
+  if (options.device < 0 || options.device >= static_cast<int>(devices.size())) {
+    throw Error("there is no GPU " + std::to_string(options.device) + " (found " +
+                std::to_string(devices.size()) + ")");
+  }
+  const DeviceInfo& device = devices[static_cast<size_t>(options.device)];
+  arch = device.arch_info();
+  return {arch.name, device.name};
+}
+
+std::function<int()> SetupTemplates(CLI::App& app, const GlobalOptions& global) {
+  auto json = std::make_shared<bool>(false);
+  app.add_flag("--json", *json, "print JSON");
+  return [&global, json] {
+    const TemplateLibrary library = LoadLibrary(global);
+    if (*json) {
+      nlohmann::json all = nlohmann::json::array();
+      for (const KernelTemplate& t : library.templates()) all.push_back(TemplateToJson(t));
+      std::cout << all.dump(2) << "\n";
+    } else {
+      for (const KernelTemplate& t : library.templates()) std::cout << TemplateToText(t);
+    }
+    return kExitOk;
+  };
+}
+
+std::function<int()> SetupCompile(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<CompileOptions>();
+  app.add_option("--template,-t", options->template_name, "template name")->capture_default_str();
+  app.add_option("--set,-s", options->settings,
+                 "KNOB=VALUE (repeatable); unset knobs keep "
+                 "their defaults");
+  app.add_option("--shape", options->shape,
+                 "B,H,S,D or B,H,S_q,S_kv,D (default: the template's default problem)");
+  app.add_flag("--causal", options->causal, "causal attention");
+  app.add_option("--arch", options->arch, "target, e.g. sm_90 (default: the GPU that is here)");
+  app.add_option("--device", options->device, "GPU whose arch to use when --arch is not given")
+      ->capture_default_str();
+  app.add_option("--cache-dir", options->cache_dir, "compile cache folder")->capture_default_str();
+  app.add_flag("--no-cache", options->no_cache, "neither read nor fill the compile cache");
+  app.add_flag("--allow-spills", options->allow_spills, "let register spills pass the gate");
+  app.add_flag("--json", options->json, "print JSON");
+  app.add_flag("--log", options->show_log, "print NVRTC's whole log");
+  app.add_flag("--source", options->show_source, "print the instantiated source");
+  return [&global, options] {
+    const TemplateLibrary library = LoadLibrary(global);
+    const KernelTemplate& kernel_template = library.Find(options->template_name);
+    const Manifest& manifest = kernel_template.manifest;
+    Genome genome = DefaultGenome(manifest);
+    for (const std::string& setting : options->settings) {
+      ApplyKnobSetting(manifest, setting, genome);
+    }
+    Problem problem = DefaultProblem(manifest);
+    if (!options->shape.empty()) ApplyShape(manifest, options->shape, problem);
+    if (options->causal) SetProblemParam(manifest, "CAUSAL", 1, problem);
+    ArchInfo arch;
+    const ArchOrigin origin = ResolveArch(*options, arch);
+    if (arch.sm < manifest.min_sm) {
+      throw Error("template " + manifest.name + " needs sm_" + std::to_string(manifest.min_sm) +
+                  " or newer, not " + arch.name);
+    }
+    NvrtcCompiler nvrtc;
+    std::unique_ptr<CompileCache> cache;
+    std::unique_ptr<CachingCompiler> caching;
+    Compiler* compiler = &nvrtc;
+    if (!options->no_cache) {
+      cache = std::make_unique<CompileCache>(options->cache_dir);
+      caching = std::make_unique<CachingCompiler>(nvrtc, *cache);
+      compiler = caching.get();
+    }
+    const CompileOutcome outcome =
+        RunCompileGate(kernel_template, genome, problem, arch, *compiler, {options->allow_spills});
+    const CompileReport report{kernel_template, genome,  problem,
+                               origin,          outcome, options->show_log};
+    if (options->json) {
+      nlohmann::json json = CompileReportToJson(report);
+      if (options->show_source) json["source"] = outcome.source;
+      std::cout << json.dump(2) << "\n";
+    } else {
+      std::cout << CompileReportToText(report);
+      if (options->show_source) std::cout << "source:\n" << outcome.source;
+    }
+    return outcome.status == Status::kCompiled ? kExitOk : kExitRejected;
+  };
+}
+
+std::function<int()> SetupInfo(CLI::App& app, const GlobalOptions&) {
+  (void)app;
+  return [] {
+    std::cout << "evo        " << EVO_VERSION << "\n";
+    std::cout << "nvrtc      " << NvrtcCompiler().Version().substr(6) << " (archs:";
+    for (const std::string& arch : NvrtcCompiler::SupportedArchs()) std::cout << " " << arch;
+    std::cout << ")\n";
+    std::cout << "sqlite     " << sqlite::LibraryVersion() << "\n";
+    try {
+      const int version = DriverVersion();
+      std::cout << "driver     CUDA " << version / 1000 << "." << version % 1000 / 10 << "\n";
+      for (const DeviceInfo& device : QueryDevices()) {
+        std::cout << "gpu " << device.ordinal << "      " << device.name << ", " << device.arch()
+                  << ", " << device.sm_count << " SMs, "
+                  << device.global_memory_bytes / (1024 * 1024) << " MiB, "
+                  << device.max_smem_per_block_optin << " bytes shared memory per block, "
+                  << device.sm_clock_khz / 1000 << " MHz\n";
+      }
+    } catch (const NoGpuError& error) {
+      std::cout << "driver     none: " << error.what() << "\n";
+    }
+    return kExitOk;
+  };
+}
+
+const Command kCommands[] = {
+    {"templates", "List the kernel templates with their knobs and domains", SetupTemplates},
+    {"compile", "Compile one configuration and print its resources (gate 1)", SetupCompile},
+    {"info", "Print versions, the GPU driver and the GPUs found", SetupInfo},
+};
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("evo");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%^%l%$: %v");
+  spdlog::set_level(spdlog::level::warn);
+
+  CLI::App app{"evo: evolutionary autotuner for CUDA kernel templates"};
+  app.set_version_flag("--version", EVO_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  GlobalOptions global;
+  app.add_option("--templates", global.template_folders,
+                 "a folder of the user's templates (repeatable)");
+  app.add_flag("--verbose,-v", global.verbose, "log more");
+
+  std::function<int()> selected;
+  for (const Command& command : kCommands) {
+    CLI::App* sub = app.add_subcommand(command.name, command.description);
+    auto run = command.setup(*sub, global);
+    sub->callback([&selected, run] { selected = run; });
+  }
+  // CLI11 reports a mistyped command as a missing one; name it instead.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--templates") {
+      ++i;
+      continue;
+    }
+    if (arg.starts_with("-")) continue;
+    const bool known = std::any_of(std::begin(kCommands), std::end(kCommands),
+                                   [&](const Command& command) { return arg == command.name; });
+    if (!known) {
+      std::string names;
+      for (const Command& command : kCommands)
+        names += (names.empty() ? "" : ", ") + std::string(command.name);
+      std::cerr << "evo: error: unknown command '" << arg << "' (commands: " << names << ")\n";
+      return kExitError;
+    }
+    break;
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    return code == 0 ? kExitOk : kExitError;
+  }
+  if (global.verbose) spdlog::set_level(spdlog::level::debug);
+  try {
+    return selected();
+  } catch (const Error& error) {
+    std::cerr << "evo: error: " << error.what() << "\n";
+    return kExitError;
+  } catch (const std::exception& error) {
+    std::cerr << "evo: internal error: " << error.what() << "\n";
+    return kExitError;
+  }
+}
+
+}  // namespace evo::cli

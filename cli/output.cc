@@ -1,0 +1,179 @@
+#include "cli/output.h"
+
+#include <fmt/format.h>
+
+#include "engine/configuration.h"
+
+namespace evo::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Values(const std::vector<int64_t>& values, int64_t default_value) {
+  std::string text;
+  for (int64_t v : values) {
+    if (!text.empty()) text += " ";
+    text += v == default_value ? fmt::format("[{}]", v) : std::to_string(v);
+  }
+  return text;
+}
+
+std::string Kib(int64_t bytes) {
+  return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024);
+}
+
+}  // namespace
+
+Json TemplateToJson(const KernelTemplate& kernel_template) {
+  const Manifest& manifest = kernel_template.manifest;
+  Json knobs = Json::array();
+  for (const KnobSpec& knob : manifest.knobs) {
+    knobs.push_back({{"name", knob.name},
+                     {"values", knob.values},
+                     {"default", knob.default_value},
+                     {"doc", knob.doc}});
+  }
+  Json problem = Json::array();
+  for (const ProblemParamSpec& param : manifest.problem) {
+    Json entry = {{"name", param.name}, {"default", param.default_value}, {"doc", param.doc}};
+    if (param.values.empty()) {
+      entry["min"] = param.min;
+    } else {
+      entry["values"] = param.values;
+    }
+    if (param.compile_time()) entry["define"] = param.define;
+    problem.push_back(entry);
+  }
+  Json constraints = Json::array();
+  for (const ConstraintSpec& constraint : manifest.constraints) {
+    constraints.push_back(
+        {{"name", constraint.name}, {"expr", constraint.expr.text()}, {"doc", constraint.doc}});
+  }
+  return {{"name", manifest.name},
+          {"version", manifest.version},
+          {"description", manifest.description},
+          {"origin", kernel_template.origin},
+          {"source_hash", kernel_template.source_hash},
+          {"min_sm", manifest.min_sm},
+          {"knobs", knobs},
+          {"problem", problem},
+          {"constraints", constraints},
+          {"entry", manifest.kernel.entry},
+          {"reference_entry", manifest.reference.entry}};
+}
+
+std::string TemplateToText(const KernelTemplate& kernel_template) {
+  const Manifest& manifest = kernel_template.manifest;
+  std::string text = fmt::format("{}  v{}  {}  sm_{}+  source {}\n", manifest.name,
+                                 manifest.version, kernel_template.origin, manifest.min_sm,
+                                 kernel_template.source_hash.substr(0, 12));
+  if (!manifest.description.empty()) text += "  " + manifest.description + "\n";
+  text += "  knobs ([default]):\n";
+  for (const KnobSpec& knob : manifest.knobs) {
+    text += fmt::format("    {:<18} {:<22} {}\n", knob.name,
+                        Values(knob.values, knob.default_value), knob.doc);
+  }
+  text += "  problem:\n";
+  for (const ProblemParamSpec& param : manifest.problem) {
+    const std::string domain =
+        param.values.empty() ? fmt::format(">= {} (default {})", param.min, param.default_value)
+                             : Values(param.values, param.default_value);
+    const std::string kind =
+        param.compile_time() ? "compile-time, #define " + param.define : "run-time";
+    text += fmt::format("    {:<18} {:<22} {}; {}\n", param.name, domain, param.doc, kind);
+  }
+  text += "  constraints:\n";
+  for (const ConstraintSpec& constraint : manifest.constraints) {
+    text += fmt::format("    {:<34} {}\n", constraint.name, constraint.expr.text());
+  }
+  return text;
+}
+
+Json CompileReportToJson(const CompileReport& report) {
+  const CompileOutcome& outcome = report.outcome;
+  const Manifest& manifest = report.kernel_template.manifest;
+  Json json = {
+      {"template", manifest.name},
+      {"template_version", manifest.version},
+      {"template_hash", report.kernel_template.source_hash},
+      {"configuration_id",
+       ConfigurationId(report.kernel_template, report.genome, report.problem, report.arch.name)},
+      {"knobs", report.genome},
+      {"problem", report.problem},
+      {"arch", report.arch.name},
+      {"device", report.arch.device.empty() ? Json(nullptr) : Json(report.arch.device)},
+      {"status", ToString(outcome.status)},
+      {"reason", outcome.reason},
+  };
+  json["constraint"] = outcome.violation ? Json{{"name", outcome.violation->name},
+                                                {"expr", outcome.violation->expr},
+                                                {"doc", outcome.violation->doc}}
+                                         : Json(nullptr);
+  if (outcome.status != Status::kInvalid) {
+    json["compile_ms"] = outcome.compiled.compile_ms;
+    json["elapsed_ms"] = outcome.compiled.elapsed_ms;
+    json["cache_hit"] = outcome.compiled.cache_hit;
+  }
+  if (outcome.resources) {
+    const KernelResources& r = *outcome.resources;
+    json["resources"] = {{"function", r.function},
+                         {"registers", r.registers},
+                         {"barriers", r.barriers},
+                         {"smem_static", r.smem_static},
+                         {"smem_dynamic", outcome.dynamic_smem},
+                         {"smem_total", r.smem_static + outcome.dynamic_smem},
+                         {"stack_frame", r.stack_frame},
+                         {"spill_stores", r.spill_stores},
+                         {"spill_loads", r.spill_loads},
+                         {"threads_per_block", outcome.threads_per_block}};
+  }
+  if (report.show_log || outcome.status == Status::kCompileError) {
+    json["log"] = outcome.compiled.log;
+  }
+  return json;
+}
+
+std::string CompileReportToText(const CompileReport& report) {
+  const CompileOutcome& outcome = report.outcome;
+  const Manifest& manifest = report.kernel_template.manifest;
+  std::string text;
+  auto line = [&text](std::string_view label, const std::string& value) {
+    text += fmt::format("{:<12}{}\n", label, value);
+  };
+  line("template", fmt::format("{} v{} ({}, source {})", manifest.name, manifest.version,
+                               report.kernel_template.origin,
+                               report.kernel_template.source_hash.substr(0, 12)));
+  line("knobs", FormatGenome(manifest, report.genome));
+  line("problem", FormatProblem(manifest, report.problem));
+  line("arch", report.arch.device.empty()
+                   ? report.arch.name + " (given)"
+                   : report.arch.name + " (detected: " + report.arch.device + ")");
+  line("status", std::string(ToString(outcome.status)) +
+                     (outcome.reason.empty() ? "" : ": " + outcome.reason));
+  if (outcome.violation && !outcome.violation->doc.empty()) {
+    line("constraint", outcome.violation->name + ": " + outcome.violation->doc);
+  }
+  if (outcome.resources) {
+    const KernelResources& r = *outcome.resources;
+    line("registers", fmt::format("{} per thread, {} threads per block", r.registers,
+                                  outcome.threads_per_block));
+    line("smem", fmt::format("{} static + {} dynamic = {} bytes ({})", r.smem_static,
+                             outcome.dynamic_smem, r.smem_static + outcome.dynamic_smem,
+                             Kib(r.smem_static + outcome.dynamic_smem)));
+    line("spills", fmt::format("{} bytes stored, {} bytes loaded; stack frame {} bytes",
+                               r.spill_stores, r.spill_loads, r.stack_frame));
+  }
+  if (outcome.status != Status::kInvalid) {
+    line("compile", outcome.compiled.cache_hit
+                        ? fmt::format("{:.1f} ms from the cache (NVRTC took {:.1f} ms)",
+                                      outcome.compiled.elapsed_ms, outcome.compiled.compile_ms)
+                        : fmt::format("{:.1f} ms (NVRTC)", outcome.compiled.compile_ms));
+  }
+  if (report.show_log || outcome.status == Status::kCompileError) {
+    text += "log:\n" + outcome.compiled.log;
+    if (!text.ends_with('\n')) text += '\n';
+  }
+  return text;
+}
+
+}  // namespace evo::cli

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "engine/template_library.h"
+#include "evaluator/compile_gate.h"
+
+namespace evo::cli {
+
+// Where a compile's arch came from, for the report.
+struct ArchOrigin {
+  std::string name;
+  std::string device;  // empty when given on the command line
+};
+
+nlohmann::json TemplateToJson(const KernelTemplate& kernel_template);
+std::string TemplateToText(const KernelTemplate& kernel_template);
+
+struct CompileReport {
+  const KernelTemplate& kernel_template;
+  const Genome& genome;
+  const Problem& problem;
+  const ArchOrigin& arch;
+  const CompileOutcome& outcome;
+  bool show_log = false;
+};
+
+nlohmann::json CompileReportToJson(const CompileReport& report);
+std::string CompileReportToText(const CompileReport& report);
+
+}  // namespace evo::cli

@@ -1,0 +1,60 @@
+#include "engine/configuration.h"
+
+#include "common/sha256.h"
+
+namespace evo {
+
+Bindings CompileBindings(const Manifest& manifest, const Genome& genome, const Problem& problem,
+                         const ArchInfo& arch) {
+  Bindings bindings(genome.begin(), genome.end());
+  bindings.insert(problem.begin(), problem.end());
+  bindings["SM"] = arch.sm;
+  bindings["MAX_SMEM_PER_BLOCK"] = arch.max_smem_per_block_optin;
+  bindings["MAX_THREADS_PER_BLOCK"] = arch.max_threads_per_block;
+  bindings["REGS_PER_BLOCK"] = arch.regs_per_block;
+  for (const DerivedSpec& derived : manifest.derived) {
+    bindings[derived.name] = derived.expr.Evaluate(bindings);
+  }
+  return bindings;
+}
+
+std::optional<ConstraintViolation> FirstViolatedConstraint(const Manifest& manifest,
+                                                           const Bindings& bindings) {
+  for (const ConstraintSpec& constraint : manifest.constraints) {
+    if (constraint.expr.Evaluate(bindings) == 0) {
+      return ConstraintViolation{constraint.name, constraint.expr.text(), constraint.doc};
+    }
+  }
+  return std::nullopt;
+}
+
+std::string InstantiateSource(const KernelTemplate& kernel_template, const KernelSpec& kernel,
+                              const Genome* genome, const Problem& problem) {
+  const Manifest& manifest = kernel_template.manifest;
+  std::string source = "// evo: " + manifest.name + " v" + std::to_string(manifest.version) + " (" +
+                       kernel_template.source_hash.substr(0, 12) + ")\n";
+  if (genome != nullptr) {
+    for (const KnobSpec& knob : manifest.knobs) {
+      source += "#define " + knob.name + " " + std::to_string(genome->at(knob.name)) + "\n";
+    }
+  }
+  for (const ProblemParamSpec& param : manifest.problem) {
+    if (!param.compile_time()) continue;
+    source += "#define " + param.define + " " + std::to_string(problem.at(param.name)) + "\n";
+  }
+  source += "#line 1 \"" + kernel.source_path + "\"\n";
+  source += kernel.source;
+  return source;
+}
+
+std::string ConfigurationId(const KernelTemplate& kernel_template, const Genome& genome,
+                            const Problem& problem, std::string_view arch) {
+  std::string key = kernel_template.manifest.name + "\n" + kernel_template.source_hash + "\n";
+  for (const auto& [name, value] : genome) key += name + "=" + std::to_string(value) + ";";
+  key += "\n";
+  for (const auto& [name, value] : problem) key += name + "=" + std::to_string(value) + ";";
+  key += "\n" + std::string(arch);
+  return Sha256Hex(key);
+}
+
+}  // namespace evo

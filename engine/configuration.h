@@ -1,0 +1,38 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "engine/expression.h"
+#include "engine/genome.h"
+#include "engine/template_library.h"
+#include "evaluator/arch.h"
+
+namespace evo {
+
+// Every value a manifest's expressions may use before launch: knobs, problem parameters, the
+// arch's limits and the derived values, evaluated in the manifest's order.
+Bindings CompileBindings(const Manifest& manifest, const Genome& genome, const Problem& problem,
+                         const ArchInfo& arch);
+
+struct ConstraintViolation {
+  std::string name;
+  std::string expr;
+  std::string doc;
+};
+
+// The first constraint, in the manifest's order, that the bindings break.
+std::optional<ConstraintViolation> FirstViolatedConstraint(const Manifest& manifest,
+                                                           const Bindings& bindings);
+
+// The source NVRTC compiles: the knobs (none for the reference) and the compile-time problem
+// parameters as #defines, then `#line 1` so compiler messages point at the template's own lines.
+std::string InstantiateSource(const KernelTemplate& kernel_template, const KernelSpec& kernel,
+                              const Genome* genome, const Problem& problem);
+
+// Stable identity of a configuration: the template's version, the knob values, the problem and
+// the arch. The database and the search key on it.
+std::string ConfigurationId(const KernelTemplate& kernel_template, const Genome& genome,
+                            const Problem& problem, std::string_view arch);
+
+}  // namespace evo

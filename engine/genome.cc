@@ -1,0 +1,137 @@
+#include "engine/genome.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "common/error.h"
+
+namespace evo {
+namespace {
+
+std::string JoinValues(const std::vector<int64_t>& values) {
+  std::string text;
+  for (int64_t v : values) text += (text.empty() ? "" : ", ") + std::to_string(v);
+  return text;
+}
+
+std::string KnobNames(const Manifest& manifest) {
+  std::string names;
+  for (const KnobSpec& knob : manifest.knobs) names += (names.empty() ? "" : ", ") + knob.name;
+  return names;
+}
+
+void CheckKnobValue(const Manifest& manifest, const KnobSpec& knob, int64_t value) {
+  if (std::find(knob.values.begin(), knob.values.end(), value) == knob.values.end()) {
+    throw Error("knob " + knob.name + " of template " + manifest.name + " cannot be " +
+                std::to_string(value) + " (allowed: " + JoinValues(knob.values) + ")");
+  }
+}
+
+}  // namespace
+
+std::optional<int64_t> ParseInteger(std::string_view text) {
+  int64_t value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+Genome DefaultGenome(const Manifest& manifest) {
+  Genome genome;
+  for (const KnobSpec& knob : manifest.knobs) genome[knob.name] = knob.default_value;
+  return genome;
+}
+
+Problem DefaultProblem(const Manifest& manifest) {
+  Problem problem;
+  for (const ProblemParamSpec& param : manifest.problem) problem[param.name] = param.default_value;
+  return problem;
+}
+
+void ApplyKnobSetting(const Manifest& manifest, std::string_view setting, Genome& genome) {
+  const size_t equals = setting.find('=');
+  if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size()) {
+    throw Error("malformed setting '" + std::string(setting) + "': expected KNOB=VALUE");
+  }
+  const std::string_view name = setting.substr(0, equals);
+  const std::string_view text = setting.substr(equals + 1);
+  const KnobSpec* knob = manifest.FindKnob(name);
+  if (knob == nullptr) {
+    throw Error("template " + manifest.name + " has no knob '" + std::string(name) +
+                "' (knobs: " + KnobNames(manifest) + ")");
+  }
+  const std::optional<int64_t> value = ParseInteger(text);
+  if (!value) {
+    throw Error("malformed setting '" + std::string(setting) + "': '" + std::string(text) +
+                "' is not an integer");
+  }
+  CheckKnobValue(manifest, *knob, *value);
+  genome[knob->name] = *value;
+}
+
+void SetProblemParam(const Manifest& manifest, std::string_view name, int64_t value,
+                     Problem& problem) {
+  const ProblemParamSpec* param = manifest.FindProblemParam(name);
+  if (param == nullptr) {
+    throw Error("template " + manifest.name + " has no problem parameter '" + std::string(name) +
+                "'");
+  }
+  if (param->values.empty()
+          ? value < param->min
+          : std::find(param->values.begin(), param->values.end(), value) == param->values.end()) {
+    const std::string allowed = param->values.empty() ? "at least " + std::to_string(param->min)
+                                                      : "allowed: " + JoinValues(param->values);
+    throw Error("problem parameter " + param->name + " of template " + manifest.name +
+                " cannot be " + std::to_string(value) + " (" + allowed + ")");
+  }
+  problem[param->name] = value;
+}
+
+void CheckGenome(const Manifest& manifest, const Genome& genome) {
+  for (const auto& [name, value] : genome) {
+    const KnobSpec* knob = manifest.FindKnob(name);
+    if (knob == nullptr) {
+      throw Error("template " + manifest.name + " has no knob '" + name +
+                  "' (knobs: " + KnobNames(manifest) + ")");
+    }
+    CheckKnobValue(manifest, *knob, value);
+  }
+  for (const KnobSpec& knob : manifest.knobs) {
+    if (!genome.contains(knob.name)) throw Error("knob " + knob.name + " has no value");
+  }
+}
+
+void CheckProblem(const Manifest& manifest, const Problem& problem) {
+  for (const auto& [name, value] : problem) {
+    Problem scratch;
+    SetProblemParam(manifest, name, value, scratch);
+  }
+  for (const ProblemParamSpec& param : manifest.problem) {
+    if (!problem.contains(param.name)) {
+      throw Error("problem parameter " + param.name + " has no value");
+    }
+  }
+}
+
+std::string FormatGenome(const Manifest& manifest, const Genome& genome) {
+  std::string text;
+  for (const KnobSpec& knob : manifest.knobs) {
+    const auto it = genome.find(knob.name);
+    if (it == genome.end()) continue;
+    text += (text.empty() ? "" : " ") + knob.name + "=" + std::to_string(it->second);
+  }
+  return text;
+}
+
+std::string FormatProblem(const Manifest& manifest, const Problem& problem) {
+  std::string text;
+  for (const ProblemParamSpec& param : manifest.problem) {
+    const auto it = problem.find(param.name);
+    if (it == problem.end()) continue;
+    text += (text.empty() ? "" : " ") + param.name + "=" + std::to_string(it->second);
+  }
+  return text;
+}
+
+}  // namespace evo

@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engine/manifest.h"
+
+namespace evo {
+
+// A configuration's knob values (knob -> value), and a problem (parameter -> value).
+using Genome = std::map<std::string, int64_t, std::less<>>;
+using Problem = std::map<std::string, int64_t, std::less<>>;
+
+Genome DefaultGenome(const Manifest& manifest);
+Problem DefaultProblem(const Manifest& manifest);
+
+// Applies "KNOB=VALUE" as typed on a command line. Throws evo::Error for a malformed setting,
+// an unknown knob or a value outside the knob's domain, naming the choices.
+void ApplyKnobSetting(const Manifest& manifest, std::string_view setting, Genome& genome);
+
+// Sets one problem parameter; throws evo::Error when the template has no such parameter or the
+// value is outside its domain.
+void SetProblemParam(const Manifest& manifest, std::string_view name, int64_t value,
+                     Problem& problem);
+
+// Throws evo::Error unless every knob is set to a value of its domain and nothing else is set.
+void CheckGenome(const Manifest& manifest, const Genome& genome);
+void CheckProblem(const Manifest& manifest, const Problem& problem);
+
+// "BLOCK_M=64 BLOCK_N=64 ..." in the manifest's order.
+std::string FormatGenome(const Manifest& manifest, const Genome& genome);
+std::string FormatProblem(const Manifest& manifest, const Problem& problem);
+
+// Parses a decimal integer; nothing else (no sign for unsigned contexts is checked here).
+std::optional<int64_t> ParseInteger(std::string_view text);
+
+}  // namespace evo

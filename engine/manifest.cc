@@ -1,0 +1,348 @@
+#include "engine/manifest.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/error.h"
+
+namespace evo {
+namespace {
+
+using Json = nlohmann::json;
+
+// Reads one manifest, carrying the origin and the path of the field being read for messages.
+class ManifestReader {
+ public:
+  explicit ManifestReader(std::string_view origin) : origin_(origin) {}
+
+  [[noreturn]] void Fail(const std::string& field, const std::string& what) const {
+    throw Error("manifest '" + origin_ + "': " + field + ": " + what);
+  }
+
+  const Json& Member(const Json& object, const std::string& field, const std::string& key) const {
+    const auto it = object.find(key);
+    if (it == object.end()) Fail(field, "missing \"" + key + "\"");
+    return *it;
+  }
+
+  void CheckKeys(const Json& object, const std::string& field,
+                 std::initializer_list<std::string_view> allowed) const {
+    if (!object.is_object()) Fail(field, "expected an object");
+    for (const auto& [key, value] : object.items()) {
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        Fail(field, "unknown key \"" + key + "\"");
+      }
+    }
+  }
+
+  std::string String(const Json& object, const std::string& field, const std::string& key,
+                     bool required = true) const {
+    if (!required && !object.contains(key)) return "";
+    const Json& value = Member(object, field, key);
+    if (!value.is_string()) Fail(field + "." + key, "expected a string");
+    return value.get<std::string>();
+  }
+
+  std::string Identifier(const Json& object, const std::string& field,
+                         const std::string& key) const {
+    std::string name = String(object, field, key);
+    const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                       });
+    if (!valid) Fail(field + "." + key, "'" + name + "' is not an identifier");
+    return name;
+  }
+
+  int64_t Integer(const Json& object, const std::string& field, const std::string& key) const {
+    const Json& value = Member(object, field, key);
+    if (!value.is_number_integer()) Fail(field + "." + key, "expected an integer");
+    return value.get<int64_t>();
+  }
+
+  double Number(const Json& object, const std::string& field, const std::string& key) const {
+    const Json& value = Member(object, field, key);
+    if (!value.is_number()) Fail(field + "." + key, "expected a number");
+    return value.get<double>();
+  }
+
+  const Json& Array(const Json& object, const std::string& field, const std::string& key) const {
+    const Json& value = Member(object, field, key);
+    if (!value.is_array()) Fail(field + "." + key, "expected an array");
+    return value;
+  }
+
+  std::vector<int64_t> IntegerSet(const Json& object, const std::string& field,
+                                  const std::string& key) const {
+    const Json& array = Array(object, field, key);
+    std::vector<int64_t> values;
+    for (const Json& value : array) {
+      if (!value.is_number_integer()) Fail(field + "." + key, "expected integers");
+      const int64_t v = value.get<int64_t>();
+      if (std::find(values.begin(), values.end(), v) != values.end()) {
+        Fail(field + "." + key, "value " + std::to_string(v) + " appears twice");
+      }
+      values.push_back(v);
+    }
+    if (values.empty()) Fail(field + "." + key, "expected at least one value");
+    return values;
+  }
+
+  // An expression may be written as a JSON string or, for constants, a number.
+  Expression Expr(const Json& value, const std::string& field,
+                  const std::set<std::string, std::less<>>& scope) const {
+    std::string text;
+    if (value.is_string()) {
+      text = value.get<std::string>();
+    } else if (value.is_number_integer()) {
+      text = std::to_string(value.get<int64_t>());
+    } else {
+      Fail(field, "expected an expression (a string)");
+    }
+    try {
+      Expression expr = Expression::Parse(text);
+      for (const std::string& name : expr.Identifiers()) {
+        if (!scope.contains(name)) Fail(field, "unknown name '" + name + "' in '" + text + "'");
+      }
+      return expr;
+    } catch (const Error& error) {
+      if (std::string_view(error.what()).starts_with("manifest '")) throw;
+      Fail(field, error.what());
+    }
+  }
+
+ private:
+  std::string origin_;
+};
+
+std::string Join(const std::vector<int64_t>& values) {
+  std::string text;
+  for (int64_t v : values) text += (text.empty() ? "" : ", ") + std::to_string(v);
+  return "[" + text + "]";
+}
+
+std::vector<KnobSpec> ReadKnobs(const ManifestReader& reader, const Json& root) {
+  std::vector<KnobSpec> knobs;
+  const Json& array = reader.Array(root, "manifest", "knobs");
+  if (array.empty()) reader.Fail("knobs", "a template needs at least one knob");
+  for (size_t i = 0; i < array.size(); ++i) {
+    const std::string field = "knobs[" + std::to_string(i) + "]";
+    reader.CheckKeys(array[i], field, {"name", "values", "default", "doc"});
+    KnobSpec knob;
+    knob.name = reader.Identifier(array[i], field, "name");
+    knob.values = reader.IntegerSet(array[i], field, "values");
+    knob.default_value = reader.Integer(array[i], field, "default");
+    knob.doc = reader.String(array[i], field, "doc", false);
+    if (std::find(knob.values.begin(), knob.values.end(), knob.default_value) ==
+        knob.values.end()) {
+      reader.Fail(field + ".default", std::to_string(knob.default_value) +
+                                          " is not one of its values " + Join(knob.values));
+    }
+    knobs.push_back(std::move(knob));
+  }
+  return knobs;
+}
+
+std::vector<ProblemParamSpec> ReadProblem(const ManifestReader& reader, const Json& root) {
+  std::vector<ProblemParamSpec> params;
+  const Json& array = reader.Array(root, "manifest", "problem");
+  for (size_t i = 0; i < array.size(); ++i) {
+    const std::string field = "problem[" + std::to_string(i) + "]";
+    reader.CheckKeys(array[i], field, {"name", "values", "min", "default", "define", "doc"});
+    ProblemParamSpec param;
+    param.name = reader.Identifier(array[i], field, "name");
+    if (array[i].contains("values")) param.values = reader.IntegerSet(array[i], field, "values");
+    if (array[i].contains("min")) param.min = reader.Integer(array[i], field, "min");
+    param.default_value = reader.Integer(array[i], field, "default");
+    if (array[i].contains("define")) param.define = reader.Identifier(array[i], field, "define");
+    param.doc = reader.String(array[i], field, "doc", false);
+    if (param.compile_time() && param.values.empty()) {
+      reader.Fail(field, "a compile-time parameter (with a define) needs a list of values");
+    }
+    const bool default_ok = param.values.empty()
+                                ? param.default_value >= param.min
+                                : std::find(param.values.begin(), param.values.end(),
+                                            param.default_value) != param.values.end();
+    if (!default_ok) reader.Fail(field + ".default", "outside the parameter's domain");
+    params.push_back(std::move(param));
+  }
+  return params;
+}
+
+KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std::string& key,
+                      const std::set<std::string, std::less<>>& scope,
+                      const std::set<std::string, std::less<>>& launch_scope,
+                      const std::function<std::string(const std::string&)>& read_source) {
+  const Json& object = reader.Member(root, "manifest", key);
+  reader.CheckKeys(object, key, {"source", "entry", "grid", "block", "dynamic_smem", "args"});
+  KernelSpec kernel;
+  kernel.source_path = reader.String(object, key, "source");
+  kernel.entry = reader.Identifier(object, key, "entry");
+  for (const char* dims : {"grid", "block"}) {
+    const Json& array = reader.Array(object, key, dims);
+    if (array.size() != 3) reader.Fail(key + "." + dims, "expected three expressions (x, y, z)");
+    // Only the grid may depend on the device (SM count, occupancy); block size and shared
+    // memory are checked by the compile gate before any device is involved.
+    const bool grid = std::string_view(dims) == "grid";
+    auto& target = grid ? kernel.grid : kernel.block;
+    for (size_t d = 0; d < 3; ++d) {
+      target[d] = reader.Expr(array[d], key + "." + dims + "[" + std::to_string(d) + "]",
+                              grid ? launch_scope : scope);
+    }
+  }
+  kernel.dynamic_smem =
+      reader.Expr(reader.Member(object, key, "dynamic_smem"), key + ".dynamic_smem", scope);
+  const Json& args = reader.Array(object, key, "args");
+  std::set<std::string> arg_names;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string field = key + ".args[" + std::to_string(i) + "]";
+    reader.CheckKeys(args[i], field, {"name", "kind", "dtype", "shape", "value"});
+    KernelArgSpec arg;
+    arg.name = reader.Identifier(args[i], field, "name");
+    if (!arg_names.insert(arg.name).second) reader.Fail(field, "'" + arg.name + "' appears twice");
+    const std::string kind = reader.String(args[i], field, "kind");
+    static const std::set<std::string> kTensorTypes = {"f16", "bf16", "f32", "fp8e4m3", "fp8e5m2"};
+    static const std::set<std::string> kScalarTypes = {"i32", "i64", "f32"};
+    arg.dtype = reader.String(args[i], field, "dtype");
+    if (kind == "input" || kind == "output") {
+      arg.kind = kind == "input" ? KernelArgSpec::Kind::kInput : KernelArgSpec::Kind::kOutput;
+      if (!kTensorTypes.contains(arg.dtype))
+        reader.Fail(field, "unknown tensor dtype " + arg.dtype);
+      const Json& shape = reader.Array(args[i], field, "shape");
+      if (shape.empty()) reader.Fail(field + ".shape", "expected at least one dimension");
+      for (size_t d = 0; d < shape.size(); ++d) {
+        arg.shape.push_back(
+            reader.Expr(shape[d], field + ".shape[" + std::to_string(d) + "]", scope));
+      }
+    } else if (kind == "scalar") {
+      arg.kind = KernelArgSpec::Kind::kScalar;
+      if (!kScalarTypes.contains(arg.dtype))
+        reader.Fail(field, "unknown scalar dtype " + arg.dtype);
+      arg.value = reader.Expr(reader.Member(args[i], field, "value"), field + ".value", scope);
+    } else {
+      reader.Fail(field + ".kind", "expected input, output or scalar, not '" + kind + "'");
+    }
+    kernel.args.push_back(std::move(arg));
+  }
+  try {
+    kernel.source = read_source(kernel.source_path);
+  } catch (const Error& error) {
+    reader.Fail(key + ".source", error.what());
+  }
+  return kernel;
+}
+
+}  // namespace
+
+const KnobSpec* Manifest::FindKnob(std::string_view knob) const {
+  for (const KnobSpec& spec : knobs) {
+    if (spec.name == knob) return &spec;
+  }
+  return nullptr;
+}
+
+const ProblemParamSpec* Manifest::FindProblemParam(std::string_view param) const {
+  for (const ProblemParamSpec& spec : problem) {
+    if (spec.name == param) return &spec;
+  }
+  return nullptr;
+}
+
+Manifest ParseManifest(std::string_view json_text, std::string_view origin,
+                       const std::function<std::string(const std::string&)>& read_source) {
+  const ManifestReader reader(origin);
+  Json root;
+  try {
+    root = Json::parse(json_text);
+  } catch (const Json::parse_error& error) {
+    reader.Fail("JSON", error.what());
+  }
+  reader.CheckKeys(root, "manifest",
+                   {"name", "version", "description", "min_sm", "knobs", "problem", "derived",
+                    "constraints", "kernel", "reference", "tolerance"});
+  Manifest manifest;
+  manifest.name = reader.Identifier(root, "manifest", "name");
+  manifest.version = static_cast<int>(reader.Integer(root, "manifest", "version"));
+  if (manifest.version < 1) reader.Fail("version", "expected a positive integer");
+  manifest.description = reader.String(root, "manifest", "description", false);
+  manifest.min_sm = static_cast<int>(reader.Integer(root, "manifest", "min_sm"));
+  manifest.knobs = ReadKnobs(reader, root);
+  manifest.problem = ReadProblem(reader, root);
+
+  // Every name an expression may use, checked for clashes as it grows.
+  std::set<std::string, std::less<>> problem_scope;
+  std::set<std::string, std::less<>> all_names;
+  auto declare = [&](const std::string& name, const std::string& field) {
+    if (!all_names.insert(name).second) reader.Fail(field, "the name '" + name + "' is taken");
+  };
+  for (std::string_view name : kArchBindings) declare(std::string(name), "arch bindings");
+  for (std::string_view name : kLaunchBindings) declare(std::string(name), "launch bindings");
+  for (const ProblemParamSpec& param : manifest.problem) {
+    declare(param.name, "problem");
+    problem_scope.insert(param.name);
+  }
+  std::set<std::string> defines;
+  for (const KnobSpec& knob : manifest.knobs) {
+    declare(knob.name, "knobs");
+    defines.insert(knob.name);
+  }
+  for (const ProblemParamSpec& param : manifest.problem) {
+    if (param.compile_time() && !defines.insert(param.define).second) {
+      reader.Fail("problem", "the define '" + param.define + "' is taken");
+    }
+  }
+
+  std::set<std::string, std::less<>> scope(all_names.begin(), all_names.end());
+  for (std::string_view name : kLaunchBindings) scope.erase(std::string(name));
+  if (root.contains("derived")) {
+    const Json& array = reader.Array(root, "manifest", "derived");
+    for (size_t i = 0; i < array.size(); ++i) {
+      const std::string field = "derived[" + std::to_string(i) + "]";
+      reader.CheckKeys(array[i], field, {"name", "expr"});
+      DerivedSpec derived{reader.Identifier(array[i], field, "name"), {}};
+      derived.expr = reader.Expr(reader.Member(array[i], field, "expr"), field + ".expr", scope);
+      declare(derived.name, field);
+      scope.insert(derived.name);
+      manifest.derived.push_back(std::move(derived));
+    }
+  }
+  const Json& constraints = reader.Array(root, "manifest", "constraints");
+  std::set<std::string> constraint_names;
+  for (size_t i = 0; i < constraints.size(); ++i) {
+    const std::string field = "constraints[" + std::to_string(i) + "]";
+    reader.CheckKeys(constraints[i], field, {"name", "expr", "doc"});
+    ConstraintSpec constraint;
+    constraint.name = reader.Identifier(constraints[i], field, "name");
+    if (!constraint_names.insert(constraint.name).second) {
+      reader.Fail(field, "constraint '" + constraint.name + "' appears twice");
+    }
+    constraint.expr =
+        reader.Expr(reader.Member(constraints[i], field, "expr"), field + ".expr", scope);
+    constraint.doc = reader.String(constraints[i], field, "doc", false);
+    manifest.constraints.push_back(std::move(constraint));
+  }
+
+  std::set<std::string, std::less<>> launch_scope = scope;
+  for (std::string_view name : kLaunchBindings) launch_scope.insert(std::string(name));
+  manifest.kernel = ReadKernel(reader, root, "kernel", scope, launch_scope, read_source);
+  // The reference is specialized on the problem only, never on knobs.
+  std::set<std::string, std::less<>> reference_scope = problem_scope;
+  for (std::string_view name : kArchBindings) reference_scope.insert(std::string(name));
+  std::set<std::string, std::less<>> reference_launch_scope = reference_scope;
+  for (std::string_view name : kLaunchBindings) reference_launch_scope.insert(std::string(name));
+  manifest.reference =
+      ReadKernel(reader, root, "reference", reference_scope, reference_launch_scope, read_source);
+
+  const Json& tolerance = reader.Member(root, "manifest", "tolerance");
+  reader.CheckKeys(tolerance, "tolerance", {"max_abs", "mean_abs"});
+  manifest.tolerance.max_abs = reader.Number(tolerance, "tolerance", "max_abs");
+  manifest.tolerance.mean_abs = reader.Number(tolerance, "tolerance", "mean_abs");
+  if (!(manifest.tolerance.max_abs > 0) || !(manifest.tolerance.mean_abs > 0)) {
+    reader.Fail("tolerance", "max_abs and mean_abs must be positive");
+  }
+  return manifest;
+}
+
+}  // namespace evo

@@ -1,0 +1,103 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/expression.h"
+
+namespace evo {
+
+// A tunable parameter of a template; it reaches the source as `#define NAME value`.
+struct KnobSpec {
+  std::string name;
+  std::vector<int64_t> values;  // the domain, in the order the manifest gives it
+  int64_t default_value = 0;
+  std::string doc;
+};
+
+// A parameter of the problem the kernel solves (B, H, S_q, ...). Those with a define are
+// compile-time (the source is specialized on them) and have a finite domain.
+struct ProblemParamSpec {
+  std::string name;
+  std::vector<int64_t> values;  // empty: any integer >= min
+  int64_t min = 1;
+  int64_t default_value = 1;
+  std::string define;  // empty: a run-time parameter only
+  std::string doc;
+
+  bool compile_time() const { return !define.empty(); }
+};
+
+// A value computed from knobs, problem and arch, usable by later expressions.
+struct DerivedSpec {
+  std::string name;
+  Expression expr;
+};
+
+struct ConstraintSpec {
+  std::string name;
+  Expression expr;
+  std::string doc;
+};
+
+struct KernelArgSpec {
+  enum class Kind { kInput, kOutput, kScalar };
+  std::string name;
+  Kind kind = Kind::kInput;
+  std::string dtype;                // f16, f32, fp8e4m3, i32, ...
+  std::vector<Expression> shape;    // tensors
+  std::optional<Expression> value;  // scalars
+};
+
+// One kernel of a template (the candidate or the reference): its source and how to launch it.
+struct KernelSpec {
+  std::string source_path;  // relative to the template's folder
+  std::string source;
+  std::string entry;
+  std::array<Expression, 3> grid;
+  std::array<Expression, 3> block;
+  Expression dynamic_smem;
+  std::vector<KernelArgSpec> args;
+};
+
+struct ToleranceSpec {
+  double max_abs = 0;
+  double mean_abs = 0;
+};
+
+struct Manifest {
+  std::string name;
+  int version = 0;
+  std::string description;
+  int min_sm = 0;
+  std::vector<KnobSpec> knobs;
+  std::vector<ProblemParamSpec> problem;
+  std::vector<DerivedSpec> derived;
+  std::vector<ConstraintSpec> constraints;
+  KernelSpec kernel;
+  KernelSpec reference;
+  ToleranceSpec tolerance;
+
+  const KnobSpec* FindKnob(std::string_view knob) const;
+  const ProblemParamSpec* FindProblemParam(std::string_view param) const;
+};
+
+// Names an expression may use besides knobs, problem parameters and derived values.
+// Bound from the target arch before compiling:
+inline constexpr std::array<std::string_view, 4> kArchBindings = {
+    "SM", "MAX_SMEM_PER_BLOCK", "MAX_THREADS_PER_BLOCK", "REGS_PER_BLOCK"};
+// Bound from the device at launch time only (grid, block and dynamic shared memory):
+inline constexpr std::array<std::string_view, 2> kLaunchBindings = {"NUM_SMS", "CTAS_PER_SM"};
+
+// Reads a manifest's JSON text; `read_source` returns the text of a file of the template's
+// folder. Every expression is parsed and every name it uses checked here, so a broken manifest
+// fails when it is loaded, with `origin` and the offending field in the message.
+Manifest ParseManifest(std::string_view json_text, std::string_view origin,
+                       const std::function<std::string(const std::string&)>& read_source);
+
+}  // namespace evo

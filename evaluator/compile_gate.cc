@@ -1,0 +1,87 @@
+#include "evaluator/compile_gate.h"
+
+#include <algorithm>
+
+namespace evo {
+
+int64_t RegistersPerBlock(int registers_per_thread, int64_t threads_per_block) {
+  constexpr int64_t kWarpSize = 32;
+  constexpr int64_t kAllocationUnit = 256;
+  const int64_t per_warp =
+      (registers_per_thread * kWarpSize + kAllocationUnit - 1) / kAllocationUnit * kAllocationUnit;
+  return per_warp * ((threads_per_block + kWarpSize - 1) / kWarpSize);
+}
+
+CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genome& genome,
+                              const Problem& problem, const ArchInfo& arch, Compiler& compiler,
+                              const CompileGateOptions& options) {
+  const Manifest& manifest = kernel_template.manifest;
+  CompileOutcome outcome;
+  const Bindings bindings = CompileBindings(manifest, genome, problem, arch);
+  if (auto violation = FirstViolatedConstraint(manifest, bindings)) {
+    outcome.status = Status::kInvalid;
+    outcome.reason = "constraint " + violation->name + " (" + violation->expr + ") is violated";
+    outcome.violation = std::move(violation);
+    return outcome;
+  }
+  outcome.threads_per_block = 1;
+  for (const Expression& dim : manifest.kernel.block) {
+    outcome.threads_per_block *= dim.Evaluate(bindings);
+  }
+  outcome.dynamic_smem = manifest.kernel.dynamic_smem.Evaluate(bindings);
+  outcome.source = InstantiateSource(kernel_template, manifest.kernel, &genome, problem);
+  outcome.compiled = compiler.Compile({outcome.source, manifest.kernel.source_path, arch.name, {}});
+
+  const CompileResult& compiled = outcome.compiled;
+  if (!compiled.ok) {
+    // ptxas fails without an error line when static shared memory is over its limit; the
+    // report still carries the figure.
+    for (const KernelResources& kernel : compiled.kernels) {
+      if (kernel.smem_static > arch.max_static_smem_per_block) {
+        outcome.status = Status::kResourceReject;
+        outcome.reason = kernel.function + " uses " + std::to_string(kernel.smem_static) +
+                         " bytes of static shared memory; the limit is " +
+                         std::to_string(arch.max_static_smem_per_block);
+        outcome.resources = kernel;
+        return outcome;
+      }
+    }
+    outcome.status = Status::kCompileError;
+    outcome.reason = "compilation failed (see the log)";
+    return outcome;
+  }
+  const KernelResources* entry = FindKernel(compiled.kernels, manifest.kernel.entry);
+  if (entry == nullptr) {
+    outcome.status = Status::kCompileError;
+    outcome.reason = "the ptxas report has no entry function " + manifest.kernel.entry +
+                     " (is it extern \"C\" __global__?)";
+    return outcome;
+  }
+  outcome.resources = *entry;
+  const int64_t smem_total = entry->smem_static + outcome.dynamic_smem;
+  const int64_t registers = RegistersPerBlock(entry->registers, outcome.threads_per_block);
+  outcome.status = Status::kResourceReject;
+  if (outcome.threads_per_block > arch.max_threads_per_block) {
+    outcome.reason = std::to_string(outcome.threads_per_block) +
+                     " threads per block; the limit is " +
+                     std::to_string(arch.max_threads_per_block);
+  } else if (smem_total > arch.max_smem_per_block_optin) {
+    outcome.reason = std::to_string(smem_total) + " bytes of shared memory (" +
+                     std::to_string(entry->smem_static) + " static + " +
+                     std::to_string(outcome.dynamic_smem) + " dynamic); the limit is " +
+                     std::to_string(arch.max_smem_per_block_optin);
+  } else if (registers > arch.regs_per_block) {
+    outcome.reason = std::to_string(entry->registers) + " registers x " +
+                     std::to_string(outcome.threads_per_block) + " threads need " +
+                     std::to_string(registers) + " registers; a block has " +
+                     std::to_string(arch.regs_per_block);
+  } else if (entry->spills() && !options.allow_spills) {
+    outcome.reason = "spills registers: " + std::to_string(entry->spill_stores) +
+                     " bytes stored, " + std::to_string(entry->spill_loads) + " bytes loaded";
+  } else {
+    outcome.status = Status::kCompiled;
+  }
+  return outcome;
+}
+
+}  // namespace evo

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "engine/configuration.h"
+#include "evaluator/arch.h"
+#include "evaluator/compiler.h"
+
+namespace evo {
+
+struct CompileGateOptions {
+  bool allow_spills = false;
+};
+
+// Gate 1. Status is kInvalid, kCompileError, kResourceReject or kCompiled; `reason` says why in
+// one line for every status but kCompiled.
+struct CompileOutcome {
+  Status status = Status::kInvalid;
+  std::string reason;
+  std::optional<ConstraintViolation> violation;
+  std::string source;  // the instantiated source (empty when a constraint rejected it)
+  CompileResult compiled;
+  std::optional<KernelResources> resources;  // the entry function's
+  int64_t threads_per_block = 0;
+  int64_t dynamic_smem = 0;
+};
+
+CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genome& genome,
+                              const Problem& problem, const ArchInfo& arch, Compiler& compiler,
+                              const CompileGateOptions& options);
+
+// Registers a block needs: the hardware hands them out per warp, in units of 256.
+int64_t RegistersPerBlock(int registers_per_thread, int64_t threads_per_block);
+
+}  // namespace evo

@@ -1,0 +1,125 @@
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+using test::RunEvo;
+
+TEST_CASE("evo templates lists the templates with knobs and domains", "[cli]") {
+  test::TempDir dir;
+  const auto text = RunEvo({"templates"}, dir.path());
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("sdpa_fp16") != std::string::npos);
+  CHECK(text.out.find("BLOCK_M            16 32 [64] 128 256") != std::string::npos);
+  CHECK(text.out.find("warp_rows_multiple_of_16") != std::string::npos);
+
+  const auto json = RunEvo({"templates", "--json"}, dir.path());
+  REQUIRE(json.exit_code == 0);
+  const auto parsed = nlohmann::json::parse(json.out);
+  REQUIRE(parsed.is_array());
+  CHECK(parsed[0]["name"] == "sdpa_fp16");
+  CHECK(parsed[0]["knobs"][0]["values"] == nlohmann::json::array({16, 32, 64, 128, 256}));
+}
+
+TEST_CASE("evo compile prints resources, then serves the same configuration from the cache",
+          "[cli][nvrtc]") {
+  test::TempDir dir;
+  const std::vector<std::string> args = {"compile",    "--template", "sdpa_fp16", "--set",
+                                         "BLOCK_N=32", "--set",      "STAGES=3",  "--arch",
+                                         "sm_90",      "--json"};
+  const auto cold = RunEvo(args, dir.path());
+  INFO(cold.err);
+  REQUIRE(cold.exit_code == 0);
+  const auto first = nlohmann::json::parse(cold.out);
+  CHECK(first["status"] == "compiled");
+  CHECK(first["knobs"]["BLOCK_N"] == 32);
+  CHECK(first["knobs"]["STAGES"] == 3);
+  CHECK(first["knobs"]["BLOCK_M"] == 64);
+  CHECK(first["arch"] == "sm_90");
+  CHECK(first["cache_hit"] == false);
+  CHECK(first["resources"]["registers"].get<int>() > 0);
+  CHECK(first["resources"]["smem_dynamic"] == (64 * 64 + 3 * 2 * 32 * 64) * 2);
+  CHECK(first["resources"]["spill_stores"] == 0);
+  CHECK(std::filesystem::exists(dir.path() / "runs" / "cache"));
+
+  const auto warm = RunEvo(args, dir.path());
+  REQUIRE(warm.exit_code == 0);
+  const auto second = nlohmann::json::parse(warm.out);
+  CHECK(second["cache_hit"] == true);
+  CHECK(second["resources"] == first["resources"]);
+  CHECK(second["configuration_id"] == first["configuration_id"]);
+
+  const auto text =
+      RunEvo({"compile", "--arch", "sm_90", "--shape", "4,16,1000,128", "--causal"}, dir.path());
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("status      compiled") != std::string::npos);
+  CHECK(text.out.find("B=4 H=16 S_q=1000 S_kv=1000 D=128 CAUSAL=1") != std::string::npos);
+  CHECK(text.out.find("registers") != std::string::npos);
+}
+
+TEST_CASE("evo compile reports a violated constraint with exit code 1", "[cli]") {
+  test::TempDir dir;
+  const auto result = RunEvo(
+      {"compile", "--set", "BLOCK_M=16", "--set", "NUM_WARPS=4", "--arch", "sm_90"}, dir.path());
+  CHECK(result.exit_code == 1);
+  CHECK(result.out.find("status      invalid: constraint warp_rows_multiple_of_16") !=
+        std::string::npos);
+}
+
+TEST_CASE("evo compile refuses bad input with a clear message and exit code 2", "[cli]") {
+  test::TempDir dir;
+  test::WriteFile(dir.path() / "not_a_folder", "x");
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {{"compile", "--template", "sdpa_fp32", "--arch", "sm_90"}, "unknown template 'sdpa_fp32'"},
+      {{"compile", "--set", "BLOCK_K=64", "--arch", "sm_90"}, "has no knob 'BLOCK_K'"},
+      {{"compile", "--set", "BLOCK_M=48", "--arch", "sm_90"},
+       "BLOCK_M of template sdpa_fp16 cannot be 48"},
+      {{"compile", "--set", "BLOCK_M", "--arch", "sm_90"}, "malformed setting 'BLOCK_M'"},
+      {{"compile", "--set", "BLOCK_M=sixty", "--arch", "sm_90"}, "'sixty' is not an integer"},
+      {{"compile", "--arch", "sm_91"}, "unknown arch 'sm_91'"},
+      {{"compile", "--arch", "sm_90", "--shape", "2,8,512"}, "malformed --shape '2,8,512'"},
+      {{"compile", "--arch", "sm_90", "--shape", "2,8,0,64"}, "malformed --shape"},
+      {{"compile", "--arch", "sm_90", "--shape", "2,8,512,96"},
+       "D of template sdpa_fp16 cannot be 96"},
+      {{"compile", "--arch", "sm_90", "--templates", "missing_folder"}, "does not exist"},
+      {{"compile", "--arch", "sm_90", "--templates", "not_a_folder"}, "is not a folder"},
+      {{"templates", "--templates", "."}, "holds no manifest.json"},
+      {{"compile", "--arch", "sm_90", "--bogus"}, "--bogus"},
+      {{"frobnicate"}, "frobnicate"},
+  };
+  for (const Case& c : cases) {
+    std::string joined;
+    for (const auto& arg : c.args) joined += arg + " ";
+    INFO(joined);
+    const auto result = RunEvo(c.args, dir.path());
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(c.message) != std::string::npos);
+    CHECK(result.out.empty());
+  }
+}
+
+TEST_CASE("without a GPU, evo compile asks for --arch and evo info says there is none", "[cli]") {
+  if (test::HaveGpuDriver()) {
+    WARN("a GPU driver is here: the no-GPU messages are not checked");
+    return;
+  }
+  test::TempDir dir;
+  const auto compile = RunEvo({"compile"}, dir.path());
+  CHECK(compile.exit_code == 2);
+  CHECK(compile.err.find("no GPU") != std::string::npos);
+  CHECK(compile.err.find("pass --arch") != std::string::npos);
+  const auto info = RunEvo({"info"}, dir.path());
+  CHECK(info.exit_code == 0);
+  CHECK(info.out.find("driver     none") != std::string::npos);
+  CHECK(info.out.find("nvrtc      13.") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,176 @@
+#include "evaluator/compile_gate.h"
+
+#include <catch2/catch.hpp>
+
+#include "engine/template_library.h"
+#include "evaluator/nvrtc_compiler.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+struct SdpaConfig {
+  const char* settings;  // space-separated KNOB=VALUE
+  int64_t head_dim;
+  int64_t causal;
+};
+
+Genome MakeGenome(const Manifest& manifest, const std::string& settings) {
+  Genome genome = DefaultGenome(manifest);
+  size_t start = 0;
+  while (start < settings.size()) {
+    const size_t space = std::min(settings.find(' ', start), settings.size());
+    ApplyKnobSetting(manifest, settings.substr(start, space - start), genome);
+    start = space + 1;
+  }
+  return genome;
+}
+
+CompileOutcome CompileSdpa(const SdpaConfig& config, const std::string& arch,
+                           bool allow_spills = false) {
+  static const TemplateLibrary library = TemplateLibrary::Load({});
+  const KernelTemplate& sdpa = library.Find("sdpa_fp16");
+  Problem problem = DefaultProblem(sdpa.manifest);
+  problem["D"] = config.head_dim;
+  problem["CAUSAL"] = config.causal;
+  NvrtcCompiler compiler;
+  return RunCompileGate(sdpa, MakeGenome(sdpa.manifest, config.settings), problem, ArchByName(arch),
+                        compiler, {allow_spills});
+}
+
+// A sample across the knob space: tile shapes, warp counts, pipeline depths, both exp paths,
+// persistent and not, both head dimensions, causal and not.
+const SdpaConfig kValidSample[] = {
+    {"", 64, 0},
+    {"", 128, 1},
+    {"BLOCK_M=128 BLOCK_N=64 NUM_WARPS=8 STAGES=2 FAST_EXP=0 PERSISTENT=1", 128, 1},
+    {"BLOCK_M=64 BLOCK_N=32 NUM_WARPS=4 STAGES=3 PERSISTENT=1", 128, 1},
+    {"BLOCK_M=64 BLOCK_N=32 NUM_WARPS=4 STAGES=1", 128, 0},
+    {"BLOCK_M=16 BLOCK_N=16 NUM_WARPS=1 STAGES=4 FAST_EXP=0", 64, 1},
+    {"BLOCK_M=128 BLOCK_N=128 NUM_WARPS=8 STAGES=2 PERSISTENT=1", 64, 0},
+    {"BLOCK_M=32 BLOCK_N=64 NUM_WARPS=2 STAGES=3", 64, 0},
+};
+
+TEST_CASE(
+    "a sample of valid sdpa_fp16 configurations passes the compile gate on sm_80, sm_89 "
+    "and sm_90",
+    "[compile][nvrtc]") {
+  for (const char* arch : {"sm_80", "sm_89", "sm_90"}) {
+    for (const SdpaConfig& config : kValidSample) {
+      INFO(arch << " D=" << config.head_dim << " causal=" << config.causal << " "
+                << config.settings);
+      const CompileOutcome outcome = CompileSdpa(config, arch);
+      INFO(outcome.reason << "\n" << outcome.compiled.log);
+      CHECK(outcome.status == Status::kCompiled);
+      REQUIRE(outcome.resources);
+      CHECK(outcome.resources->arch == arch);
+      CHECK(outcome.resources->registers > 0);
+      CHECK(outcome.resources->registers <= 255);
+      CHECK_FALSE(outcome.resources->spills());
+      CHECK(outcome.dynamic_smem > 0);
+      CHECK_FALSE(outcome.compiled.cubin.empty());
+    }
+  }
+}
+
+TEST_CASE(
+    "invalid sdpa_fp16 configurations are rejected by the named constraint before any "
+    "compile",
+    "[compile]") {
+  struct Case {
+    SdpaConfig config;
+    const char* arch;
+    const char* constraint;
+  };
+  const Case cases[] = {
+      {{"BLOCK_M=16 NUM_WARPS=4", 64, 0}, "sm_90", "warp_rows_multiple_of_16"},
+      {{"BLOCK_M=64 NUM_WARPS=8", 128, 1}, "sm_80", "warp_rows_multiple_of_16"},
+      {{"BLOCK_M=256 BLOCK_N=128 NUM_WARPS=8 STAGES=4", 128, 0}, "sm_90", "smem_fits_block"},
+      // 160 KiB fits an H100 and an A100 block but not an sm_89 one.
+      {{"BLOCK_M=128 BLOCK_N=128 NUM_WARPS=8 STAGES=2", 128, 0}, "sm_89", "smem_fits_block"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.arch << " " << c.config.settings);
+    const CompileOutcome outcome = CompileSdpa(c.config, c.arch);
+    CHECK(outcome.status == Status::kInvalid);
+    REQUIRE(outcome.violation);
+    CHECK(outcome.violation->name == c.constraint);
+    CHECK(outcome.reason.find(c.constraint) != std::string::npos);
+    CHECK(outcome.source.empty());
+    CHECK(outcome.compiled.log.empty());
+  }
+  CHECK(CompileSdpa({"BLOCK_M=128 BLOCK_N=128 NUM_WARPS=8 STAGES=2", 128, 0}, "sm_80").status !=
+        Status::kInvalid);
+}
+
+TEST_CASE("an sdpa_fp16 configuration that spills is rejected with its figures",
+          "[compile][nvrtc]") {
+  // Two warps over 128 rows hold four m16 tiles each of S (128 keys) and O (128 dims) in fp32.
+  const SdpaConfig spilling = {"BLOCK_M=128 BLOCK_N=128 NUM_WARPS=2 STAGES=1", 128, 0};
+  const CompileOutcome rejected = CompileSdpa(spilling, "sm_90");
+  CHECK(rejected.status == Status::kResourceReject);
+  REQUIRE(rejected.resources);
+  CHECK(rejected.resources->spill_stores > 0);
+  CHECK(rejected.resources->spill_loads > 0);
+  CHECK(rejected.resources->registers == 255);
+  CHECK(rejected.reason.find("spills registers") != std::string::npos);
+
+  const CompileOutcome allowed = CompileSdpa(spilling, "sm_90", true);
+  CHECK(allowed.status == Status::kCompiled);
+  CHECK(allowed.resources->spill_stores == rejected.resources->spill_stores);
+}
+
+const char* kStaticSmemSource = R"(extern "C" __global__ void tiny(float* x, int n) {
+  __shared__ float hoard[TILE * 20000];
+  hoard[threadIdx.x] = x[threadIdx.x];
+  __syncthreads();
+  x[threadIdx.x] = hoard[(threadIdx.x * 7 + n) % (TILE * 20000)];
+}
+extern "C" __global__ void tiny_reference(float* x, int n) {}
+)";
+
+TEST_CASE("user templates: static shared memory over the limit and compile errors",
+          "[compile][nvrtc]") {
+  test::TempDir dir;
+  test::WriteTinyTemplate(dir.path() / "hoard", "hoard", kStaticSmemSource);
+  test::WriteTinyTemplate(dir.path() / "typo", "typo",
+                          "extern \"C\" __global__ void tiny(float* x, int n) {\n"
+                          "  x[0] = TILE +;\n}\n");
+  const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
+  NvrtcCompiler compiler;
+  const ArchInfo& sm90 = ArchByName("sm_90");
+
+  const KernelTemplate& hoard = library.Find("hoard");
+  const CompileOutcome over = RunCompileGate(hoard, DefaultGenome(hoard.manifest),
+                                             DefaultProblem(hoard.manifest), sm90, compiler, {});
+  CHECK(over.status == Status::kResourceReject);
+  REQUIRE(over.resources);
+  CHECK(over.resources->smem_static == 80000);
+  CHECK(over.reason.find("80000 bytes of static shared memory") != std::string::npos);
+
+  Genome tile4 = DefaultGenome(hoard.manifest);
+  tile4["TILE"] = 4;
+  const CompileOutcome invalid =
+      RunCompileGate(hoard, tile4, DefaultProblem(hoard.manifest), sm90, compiler, {});
+  CHECK(invalid.status == Status::kInvalid);
+  CHECK(invalid.violation->name == "tile_below_four");
+
+  const KernelTemplate& typo = library.Find("typo");
+  const CompileOutcome broken = RunCompileGate(typo, DefaultGenome(typo.manifest),
+                                               DefaultProblem(typo.manifest), sm90, compiler, {});
+  CHECK(broken.status == Status::kCompileError);
+  CHECK_FALSE(broken.compiled.ok);
+  // The #line directive makes NVRTC point at the template's own line 2.
+  CHECK(broken.compiled.log.find("tiny.cu(2)") != std::string::npos);
+  CHECK(broken.compiled.log.find("error") != std::string::npos);
+}
+
+TEST_CASE("registers per block follow the per-warp allocation unit", "[compile]") {
+  CHECK(RegistersPerBlock(32, 128) == 4096);
+  CHECK(RegistersPerBlock(33, 32) == 1280);
+  CHECK(RegistersPerBlock(255, 256) == 65536);
+  CHECK(RegistersPerBlock(128, 33) == 8192);
+}
+
+}  // namespace
+}  // namespace evo

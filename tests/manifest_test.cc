@@ -1,0 +1,123 @@
+#include "engine/manifest.h"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "engine/genome.h"
+
+namespace evo {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::string kSdpaFolder = std::string(EVO_SOURCE_DIR) + "/kernel_templates/sdpa_fp16/";
+
+std::string ReadSdpaSource(const std::string& relative) { return ReadFile(kSdpaFolder + relative); }
+
+Json SdpaManifestJson() { return Json::parse(ReadFile(kSdpaFolder + "manifest.json")); }
+
+Manifest Parse(const Json& json) { return ParseManifest(json.dump(), "test", ReadSdpaSource); }
+
+TEST_CASE("the sdpa_fp16 manifest parses with its knobs, problem and kernels", "[manifest]") {
+  const Manifest manifest = Parse(SdpaManifestJson());
+  CHECK(manifest.name == "sdpa_fp16");
+  for (const char* knob : {"BLOCK_M", "BLOCK_N", "NUM_WARPS", "STAGES", "FAST_EXP",
+                           "WARP_SPECIALIZED", "PERSISTENT"}) {
+    CHECK(manifest.FindKnob(knob) != nullptr);
+  }
+  REQUIRE(manifest.FindProblemParam("D") != nullptr);
+  CHECK(manifest.FindProblemParam("D")->compile_time());
+  CHECK(manifest.FindProblemParam("D")->define == "HEAD_DIM");
+  CHECK_FALSE(manifest.FindProblemParam("S_q")->compile_time());
+  CHECK(manifest.kernel.entry == "sdpa_fp16_fwd");
+  CHECK(manifest.reference.entry == "sdpa_reference_f32");
+  CHECK(manifest.kernel.source.find("sdpa_fp16_fwd") != std::string::npos);
+  CHECK(manifest.kernel.args.size() == 8);
+  CHECK(manifest.tolerance.max_abs > 0);
+}
+
+TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
+  struct Case {
+    const char* what;
+    std::function<void(Json&)> breakage;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"a default outside the domain", [](Json& j) { j["knobs"][0]["default"] = 48; },
+       "knobs[0].default: 48 is not one of its values"},
+      {"an unknown key", [](Json& j) { j["knobs"][1]["valeus"] = Json::array({1}); },
+       "knobs[1]: unknown key \"valeus\""},
+      {"a constraint on an unknown name",
+       [](Json& j) { j["constraints"][0]["expr"] = "BLOCK_K % 16 == 0"; },
+       "constraints[0].expr: unknown name 'BLOCK_K'"},
+      {"a constraint that does not parse",
+       [](Json& j) { j["constraints"][0]["expr"] = "BLOCK_M %"; },
+       "constraints[0].expr: expression 'BLOCK_M %'"},
+      {"a knob declared twice", [](Json& j) { j["knobs"][1]["name"] = "BLOCK_M"; },
+       "the name 'BLOCK_M' is taken"},
+      {"a missing source file", [](Json& j) { j["kernel"]["source"] = "missing.cu"; },
+       "kernel.source: cannot read"},
+      {"a source outside the folder", [](Json& j) { j["kernel"]["source"] = "../x.cu"; },
+       "kernel.source: cannot read"},
+      {"a reference launch using a knob", [](Json& j) { j["reference"]["grid"][0] = "BLOCK_M"; },
+       "reference.grid[0]: unknown name 'BLOCK_M'"},
+      {"a block size using the device", [](Json& j) { j["kernel"]["block"][0] = "NUM_SMS"; },
+       "kernel.block[0]: unknown name 'NUM_SMS'"},
+      {"a grid of two dimensions",
+       [](Json& j) {
+         j["kernel"]["grid"] = Json::array({"1", "1"});
+       },
+       "kernel.grid: expected three expressions"},
+      {"an unknown argument kind", [](Json& j) { j["kernel"]["args"][0]["kind"] = "inout"; },
+       "kernel.args[0].kind: expected input, output or scalar"},
+      {"an empty knob domain", [](Json& j) { j["knobs"][0]["values"] = Json::array(); },
+       "knobs[0].values: expected at least one value"},
+      {"a zero tolerance", [](Json& j) { j["tolerance"]["max_abs"] = 0; },
+       "tolerance: max_abs and mean_abs must be positive"},
+      {"a compile-time parameter without values", [](Json& j) { j["problem"][4].erase("values"); },
+       "a compile-time parameter (with a define) needs a list of values"},
+  };
+  for (const Case& c : cases) {
+    SECTION(c.what) {
+      Json json = SdpaManifestJson();
+      c.breakage(json);
+      REQUIRE_THROWS_WITH(Parse(json), Catch::Contains(c.message));
+    }
+  }
+  SECTION("text that is not JSON") {
+    REQUIRE_THROWS_WITH(ParseManifest("{\"name\": ", "broken.json", ReadSdpaSource),
+                        Catch::Contains("manifest 'broken.json': JSON"));
+  }
+}
+
+TEST_CASE("knob settings are checked against the manifest", "[manifest]") {
+  const Manifest manifest = Parse(SdpaManifestJson());
+  Genome genome = DefaultGenome(manifest);
+  CHECK(genome.at("BLOCK_M") == 64);
+  ApplyKnobSetting(manifest, "BLOCK_M=128", genome);
+  CHECK(genome.at("BLOCK_M") == 128);
+  CHECK(FormatGenome(manifest, genome).starts_with("BLOCK_M=128 BLOCK_N=64"));
+  CHECK_THROWS_WITH(ApplyKnobSetting(manifest, "BLOCK_K=64", genome),
+                    Catch::Contains("has no knob 'BLOCK_K'") && Catch::Contains("BLOCK_N"));
+  CHECK_THROWS_WITH(ApplyKnobSetting(manifest, "BLOCK_M=48", genome),
+                    Catch::Contains("cannot be 48") && Catch::Contains("16, 32, 64, 128, 256"));
+  for (const char* malformed : {"BLOCK_M", "BLOCK_M=", "=64", "BLOCK_M=6x4", "BLOCK_M=1e2"}) {
+    CHECK_THROWS_WITH(ApplyKnobSetting(manifest, malformed, genome), Catch::Contains("malformed"));
+  }
+  CHECK(genome.at("BLOCK_M") == 128);
+
+  Problem problem = DefaultProblem(manifest);
+  CHECK_THROWS_WITH(SetProblemParam(manifest, "D", 96, problem),
+                    Catch::Contains("D of template sdpa_fp16 cannot be 96"));
+  CHECK_THROWS_WITH(SetProblemParam(manifest, "S_q", 0, problem), Catch::Contains("at least 1"));
+  CHECK_THROWS_WITH(SetProblemParam(manifest, "Z", 1, problem),
+                    Catch::Contains("no problem parameter"));
+  CheckGenome(manifest, genome);
+  genome.erase("STAGES");
+  CHECK_THROWS_WITH(CheckGenome(manifest, genome), Catch::Contains("STAGES has no value"));
+}
+
+}  // namespace
+}  // namespace evo

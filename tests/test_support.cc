@@ -1,0 +1,95 @@
+#include "tests/test_support.h"
+
+#include <dlfcn.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+#include "common/files.h"
+
+namespace evo::test {
+namespace {
+
+std::string ShellQuote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+}  // namespace
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "evo-test-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::permissions(path_, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::add, ignored);
+  std::filesystem::remove_all(path_, ignored);
+}
+
+void WriteFile(const std::filesystem::path& path, const std::string& content) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << content;
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
+
+CommandResult RunEvo(const std::vector<std::string>& args,
+                     const std::filesystem::path& working_dir) {
+  TempDir capture;
+  std::string command = "cd " + ShellQuote(working_dir.string()) + " && " + ShellQuote(EVO_BINARY);
+  for (const std::string& arg : args) command += " " + ShellQuote(arg);
+  command += " >" + ShellQuote((capture.path() / "out").string()) + " 2>" +
+             ShellQuote((capture.path() / "err").string()) + " </dev/null";
+  const int status = std::system(command.c_str());
+  CommandResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = TryReadFile(capture.path() / "out").value_or("");
+  result.err = TryReadFile(capture.path() / "err").value_or("");
+  return result;
+}
+
+bool HaveGpuDriver() {
+  void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) return false;
+  ::dlclose(library);
+  return true;
+}
+
+void WriteTinyTemplate(const std::filesystem::path& folder, const std::string& name,
+                       const std::string& source) {
+  WriteFile(folder / "manifest.json", R"json({
+  "name": ")json" + name + R"json(",
+  "version": 1,
+  "description": "a tiny template for tests",
+  "min_sm": 80,
+  "knobs": [{"name": "TILE", "values": [1, 2, 4], "default": 1}],
+  "problem": [{"name": "N", "min": 1, "default": 256}],
+  "constraints": [{"name": "tile_below_four", "expr": "TILE < 4", "doc": "4 is in the domain to test this"}],
+  "kernel": {"source": "tiny.cu", "entry": "tiny", "grid": ["ceil_div(N, 128 * TILE)", "1", "1"],
+             "block": ["128", "1", "1"], "dynamic_smem": "0",
+             "args": [{"name": "x", "kind": "output", "dtype": "f32", "shape": ["N"]},
+                      {"name": "n", "kind": "scalar", "dtype": "i32", "value": "N"}]},
+  "reference": {"source": "tiny.cu", "entry": "tiny_reference", "grid": ["ceil_div(N, 128)", "1", "1"],
+             "block": ["128", "1", "1"], "dynamic_smem": "0",
+             "args": [{"name": "x", "kind": "output", "dtype": "f32", "shape": ["N"]},
+                      {"name": "n", "kind": "scalar", "dtype": "i32", "value": "N"}]},
+  "tolerance": {"max_abs": 1e-6, "mean_abs": 1e-7}
+})json");
+  WriteFile(folder / "tiny.cu", source);
+}
+
+}  // namespace evo::test

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace evo::test {
+
+// A fresh folder under the system's temporary folder, removed with everything in it.
+class TempDir {
+ public:
+  TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void WriteFile(const std::filesystem::path& path, const std::string& content);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the built evo binary with these arguments in `working_dir`.
+CommandResult RunEvo(const std::vector<std::string>& args,
+                     const std::filesystem::path& working_dir);
+
+// True when a CUDA driver can be loaded here; GPU tests skip (and say so) when it is false.
+bool HaveGpuDriver();
+
+// A small template written into `folder`: one knob TILE in {1, 2, 4}, a constraint, and a source
+// given by the caller (it must define `extern "C" __global__ void tiny(...)` using TILE).
+void WriteTinyTemplate(const std::filesystem::path& folder, const std::string& name,
+                       const std::string& source);
+
+}  // namespace evo::test
