@@ -36,6 +36,33 @@ DriverApi LoadDriver() {
   Resolve(library, "cuDeviceTotalMem_v2", api.DeviceTotalMem);
   Resolve(library, "cuGetErrorName", api.GetErrorName);
   Resolve(library, "cuGetErrorString", api.GetErrorString);
+  Resolve(library, "cuDevicePrimaryCtxRetain", api.DevicePrimaryCtxRetain);
+  Resolve(library, "cuDevicePrimaryCtxRelease_v2", api.DevicePrimaryCtxRelease);
+  Resolve(library, "cuCtxSetCurrent", api.CtxSetCurrent);
+  Resolve(library, "cuCtxSynchronize", api.CtxSynchronize);
+  Resolve(library, "cuModuleLoadData", api.ModuleLoadData);
+  Resolve(library, "cuModuleUnload", api.ModuleUnload);
+  Resolve(library, "cuModuleGetFunction", api.ModuleGetFunction);
+  Resolve(library, "cuFuncSetAttribute", api.FuncSetAttribute);
+  Resolve(library, "cuFuncGetAttribute", api.FuncGetAttribute);
+  Resolve(library, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+          api.OccupancyMaxActiveBlocksPerMultiprocessor);
+  Resolve(library, "cuLaunchKernel", api.LaunchKernel);
+  Resolve(library, "cuMemAlloc_v2", api.MemAlloc);
+  Resolve(library, "cuMemFree_v2", api.MemFree);
+  Resolve(library, "cuMemcpyHtoD_v2", api.MemcpyHtoD);
+  Resolve(library, "cuMemcpyDtoH_v2", api.MemcpyDtoH);
+  Resolve(library, "cuMemsetD8Async", api.MemsetD8Async);
+  Resolve(library, "cuMemsetD32Async", api.MemsetD32Async);
+  Resolve(library, "cuStreamCreate", api.StreamCreate);
+  Resolve(library, "cuStreamDestroy_v2", api.StreamDestroy);
+  Resolve(library, "cuStreamSynchronize", api.StreamSynchronize);
+  Resolve(library, "cuStreamQuery", api.StreamQuery);
+  Resolve(library, "cuEventCreate", api.EventCreate);
+  Resolve(library, "cuEventDestroy_v2", api.EventDestroy);
+  Resolve(library, "cuEventRecord", api.EventRecord);
+  Resolve(library, "cuEventSynchronize", api.EventSynchronize);
+  Resolve(library, "cuEventElapsedTime_v2", api.EventElapsedTime);
   const CUresult result = api.Init(0);
   if (result != CUDA_SUCCESS) {
     const char* name = nullptr;
@@ -46,11 +73,13 @@ DriverApi LoadDriver() {
   return api;
 }
 
-void Check(CUresult result, const char* what) {
-  if (result != CUDA_SUCCESS) throw Error(std::string(what) + ": " + DescribeCudaError(result));
-}
-
 }  // namespace
+
+void CheckCuda(CUresult result, const char* what) {
+  if (result != CUDA_SUCCESS) {
+    throw CudaError(result, std::string(what) + ": " + DescribeCudaError(result));
+  }
+}
 
 const DriverApi& Driver() {
   // A failed load is retried on the next call rather than cached, so the message stays exact.
@@ -83,26 +112,26 @@ ArchInfo DeviceInfo::arch_info() const {
 
 int DriverVersion() {
   int version = 0;
-  Check(Driver().DriverGetVersion(&version), "cuDriverGetVersion");
+  CheckCuda(Driver().DriverGetVersion(&version), "cuDriverGetVersion");
   return version;
 }
 
 std::vector<DeviceInfo> QueryDevices() {
   const DriverApi& api = Driver();
   int count = 0;
-  Check(api.DeviceGetCount(&count), "cuDeviceGetCount");
+  CheckCuda(api.DeviceGetCount(&count), "cuDeviceGetCount");
   std::vector<DeviceInfo> devices;
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     CUdevice device = 0;
-    Check(api.DeviceGet(&device, ordinal), "cuDeviceGet");
+    CheckCuda(api.DeviceGet(&device, ordinal), "cuDeviceGet");
     DeviceInfo info;
     info.ordinal = ordinal;
     char name[256] = {};
-    Check(api.DeviceGetName(name, sizeof(name), device), "cuDeviceGetName");
+    CheckCuda(api.DeviceGetName(name, sizeof(name), device), "cuDeviceGetName");
     info.name = name;
     auto attribute = [&](CUdevice_attribute which) {
       int value = 0;
-      Check(api.DeviceGetAttribute(&value, which, device), "cuDeviceGetAttribute");
+      CheckCuda(api.DeviceGetAttribute(&value, which, device), "cuDeviceGetAttribute");
       return value;
     };
     info.cc_major = attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
@@ -117,7 +146,7 @@ std::vector<DeviceInfo> QueryDevices() {
     info.sm_clock_khz = attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
     info.memory_clock_khz = attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
     size_t bytes = 0;
-    Check(api.DeviceTotalMem(&bytes, device), "cuDeviceTotalMem");
+    CheckCuda(api.DeviceTotalMem(&bytes, device), "cuDeviceTotalMem");
     info.global_memory_bytes = static_cast<int64_t>(bytes);
     devices.push_back(std::move(info));
   }

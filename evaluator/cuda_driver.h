@@ -17,6 +17,16 @@ class NoGpuError : public Error {
   using Error::Error;
 };
 
+// A CUDA call failed; `result` lets the evaluator tell context-poisoning errors from others.
+class CudaError : public Error {
+ public:
+  CudaError(CUresult result, const std::string& message) : Error(message), result_(result) {}
+  CUresult result() const { return result_; }
+
+ private:
+  CUresult result_;
+};
+
 // The Driver API entry points evo uses, resolved from libcuda.so.1 at run time so that evo runs
 // and compiles on machines without a driver.
 struct DriverApi {
@@ -29,6 +39,33 @@ struct DriverApi {
   decltype(&::cuDeviceTotalMem) DeviceTotalMem = nullptr;
   decltype(&::cuGetErrorName) GetErrorName = nullptr;
   decltype(&::cuGetErrorString) GetErrorString = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) DevicePrimaryCtxRetain = nullptr;
+  decltype(&::cuDevicePrimaryCtxRelease) DevicePrimaryCtxRelease = nullptr;
+  decltype(&::cuCtxSetCurrent) CtxSetCurrent = nullptr;
+  decltype(&::cuCtxSynchronize) CtxSynchronize = nullptr;
+  decltype(&::cuModuleLoadData) ModuleLoadData = nullptr;
+  decltype(&::cuModuleUnload) ModuleUnload = nullptr;
+  decltype(&::cuModuleGetFunction) ModuleGetFunction = nullptr;
+  decltype(&::cuFuncSetAttribute) FuncSetAttribute = nullptr;
+  decltype(&::cuFuncGetAttribute) FuncGetAttribute = nullptr;
+  decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor)
+      OccupancyMaxActiveBlocksPerMultiprocessor = nullptr;
+  decltype(&::cuLaunchKernel) LaunchKernel = nullptr;
+  decltype(&::cuMemAlloc) MemAlloc = nullptr;
+  decltype(&::cuMemFree) MemFree = nullptr;
+  decltype(&::cuMemcpyHtoD) MemcpyHtoD = nullptr;
+  decltype(&::cuMemcpyDtoH) MemcpyDtoH = nullptr;
+  decltype(&::cuMemsetD8Async) MemsetD8Async = nullptr;
+  decltype(&::cuMemsetD32Async) MemsetD32Async = nullptr;
+  decltype(&::cuStreamCreate) StreamCreate = nullptr;
+  decltype(&::cuStreamDestroy) StreamDestroy = nullptr;
+  decltype(&::cuStreamSynchronize) StreamSynchronize = nullptr;
+  decltype(&::cuStreamQuery) StreamQuery = nullptr;
+  decltype(&::cuEventCreate) EventCreate = nullptr;
+  decltype(&::cuEventDestroy) EventDestroy = nullptr;
+  decltype(&::cuEventRecord) EventRecord = nullptr;
+  decltype(&::cuEventSynchronize) EventSynchronize = nullptr;
+  decltype(&::cuEventElapsedTime) EventElapsedTime = nullptr;
 };
 
 // Loads the driver and calls cuInit once; throws NoGpuError saying why when that fails.
@@ -56,6 +93,9 @@ struct DeviceInfo {
   // The compile gate's limits, read off this device rather than from evo's table.
   ArchInfo arch_info() const;
 };
+
+// Throws CudaError naming `what` and the CUDA error unless `result` is CUDA_SUCCESS.
+void CheckCuda(CUresult result, const char* what);
 
 int DriverVersion();  // e.g. 13000
 std::vector<DeviceInfo> QueryDevices();

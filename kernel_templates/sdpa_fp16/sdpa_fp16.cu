@@ -36,10 +36,10 @@ namespace sdpa {
 enum : int {
   kThreads = NUM_WARPS * 32,
   kWarpRows = BLOCK_M / NUM_WARPS,
-  kMFrags = kWarpRows / 16,        // m16 tiles per warp
-  kNFrags = BLOCK_N / 8,           // n8 tiles of S per KV tile
-  kDFrags = HEAD_DIM / 8,          // n8 tiles of O
-  kChunksPerRow = HEAD_DIM / 8,    // 16-byte chunks per smem row
+  kMFrags = kWarpRows / 16,      // m16 tiles per warp
+  kNFrags = BLOCK_N / 8,         // n8 tiles of S per KV tile
+  kDFrags = HEAD_DIM / 8,        // n8 tiles of O
+  kChunksPerRow = HEAD_DIM / 8,  // 16-byte chunks per smem row
   kQTileBytes = BLOCK_M * HEAD_DIM * 2,
   kKVTileBytes = BLOCK_N * HEAD_DIM * 2,
 };
@@ -141,8 +141,8 @@ __device__ __forceinline__ unsigned swizzle(int r, int c) {
 // rows past num_rows are zero-filled from a clamped (valid) address.
 template <int ROWS>
 __device__ __forceinline__ void load_tile_async(unsigned smem_tile,
-                                                const unsigned short* __restrict__ src,
-                                                int row0, int num_rows, int tid) {
+                                                const unsigned short* __restrict__ src, int row0,
+                                                int num_rows, int tid) {
   constexpr int kChunks = ROWS * kChunksPerRow;
 #pragma unroll
   for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
@@ -152,8 +152,7 @@ __device__ __forceinline__ void load_tile_async(unsigned smem_tile,
       const int c = idx % kChunksPerRow;
       const int row = row0 + r;
       const bool valid = row < num_rows;
-      const unsigned short* p =
-          src + static_cast<long long>(valid ? row : 0) * HEAD_DIM + c * 8;
+      const unsigned short* p = src + static_cast<long long>(valid ? row : 0) * HEAD_DIM + c * 8;
       cp_async_16(smem_tile + swizzle(r, c), p, valid ? 16 : 0);
     }
   }
@@ -461,8 +460,8 @@ extern "C" __global__ void __launch_bounds__(NUM_WARPS * 32)
   }
 #else
   // Under causal masking, launch the heavy (late) m-tiles first.
-  const int m_tile = IS_CAUSAL ? num_m_tiles - 1 - static_cast<int>(blockIdx.x)
-                               : static_cast<int>(blockIdx.x);
+  const int m_tile =
+      IS_CAUSAL ? num_m_tiles - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
   if (m_tile < 0 || m_tile >= num_m_tiles) return;
   sdpa::attention_tile(Q, K, V, O, blockIdx.z * H + blockIdx.y, m_tile, S_q, S_kv, smem_base);
 #endif

@@ -1,0 +1,125 @@
+#include "evaluator/cuda_objects.h"
+
+#include <utility>
+
+#include "evaluator/cuda_driver.h"
+
+namespace evo {
+
+Context::Context(int ordinal) {
+  const DriverApi& api = Driver();
+  CheckCuda(api.DeviceGet(&device_, ordinal), "cuDeviceGet");
+  CheckCuda(api.DevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
+  const CUresult current = api.CtxSetCurrent(context_);
+  if (current != CUDA_SUCCESS) {
+    api.DevicePrimaryCtxRelease(device_);
+    CheckCuda(current, "cuCtxSetCurrent");
+  }
+}
+
+Context::~Context() {
+  const DriverApi& api = Driver();
+  api.CtxSetCurrent(nullptr);
+  api.DevicePrimaryCtxRelease(device_);
+}
+
+void Context::Synchronize() const { CheckCuda(Driver().CtxSynchronize(), "cuCtxSynchronize"); }
+
+Module::Module(std::string_view cubin) {
+  // cuModuleLoadData reads the image's own size from its ELF header.
+  CheckCuda(Driver().ModuleLoadData(&module_, cubin.data()), "cuModuleLoadData");
+}
+
+Module::~Module() { Driver().ModuleUnload(module_); }
+
+CUfunction Module::Function(const std::string& name) const {
+  CUfunction function = nullptr;
+  CheckCuda(Driver().ModuleGetFunction(&function, module_, name.c_str()),
+            ("cuModuleGetFunction(" + name + ")").c_str());
+  return function;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  CheckCuda(Driver().MemAlloc(&pointer_, bytes == 0 ? 1 : bytes), "cuMemAlloc");
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : pointer_(std::exchange(other.pointer_, 0)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (pointer_ != 0) Driver().MemFree(pointer_);
+    pointer_ = std::exchange(other.pointer_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (pointer_ != 0) Driver().MemFree(pointer_);
+}
+
+void DeviceBuffer::Upload(const void* data, size_t bytes) {
+  CheckCuda(Driver().MemcpyHtoD(pointer_, data, bytes), "cuMemcpyHtoD");
+}
+
+void DeviceBuffer::Download(void* data, size_t bytes) const {
+  CheckCuda(Driver().MemcpyDtoH(data, pointer_, bytes), "cuMemcpyDtoH");
+}
+
+Stream::Stream() {
+  CheckCuda(Driver().StreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+}
+
+Stream::~Stream() { Driver().StreamDestroy(stream_); }
+
+void Stream::Synchronize() const {
+  CheckCuda(Driver().StreamSynchronize(stream_), "cuStreamSynchronize");
+}
+
+Event::Event() { CheckCuda(Driver().EventCreate(&event_, CU_EVENT_DEFAULT), "cuEventCreate"); }
+
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+
+Event::~Event() {
+  if (event_ != nullptr) Driver().EventDestroy(event_);
+}
+
+void Event::Record(const Stream& stream) {
+  CheckCuda(Driver().EventRecord(event_, stream.get()), "cuEventRecord");
+}
+
+void Event::Synchronize() const {
+  CheckCuda(Driver().EventSynchronize(event_), "cuEventSynchronize");
+}
+
+float Event::ElapsedSince(const Event& start) const {
+  float milliseconds = 0;
+  CheckCuda(Driver().EventElapsedTime(&milliseconds, start.event_, event_), "cuEventElapsedTime");
+  return milliseconds;
+}
+
+void Launch(CUfunction function, const LaunchShape& shape, const Stream& stream,
+            std::vector<void*>& arguments) {
+  CheckCuda(Driver().LaunchKernel(function, shape.grid[0], shape.grid[1], shape.grid[2],
+                                  shape.block[0], shape.block[1], shape.block[2],
+                                  shape.dynamic_smem, stream.get(), arguments.data(), nullptr),
+            "cuLaunchKernel");
+}
+
+void AllowDynamicSharedMemory(CUfunction function, unsigned bytes) {
+  if (bytes <= 48 * 1024) return;
+  CheckCuda(Driver().FuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                      static_cast<int>(bytes)),
+            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+}
+
+int MaxActiveBlocksPerSm(CUfunction function, unsigned threads, unsigned dynamic_smem) {
+  int blocks = 0;
+  CheckCuda(Driver().OccupancyMaxActiveBlocksPerMultiprocessor(
+                &blocks, function, static_cast<int>(threads), dynamic_smem),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  return blocks;
+}
+
+}  // namespace evo

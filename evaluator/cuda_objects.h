@@ -1,0 +1,111 @@
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace evo {
+
+// RAII owners of Driver API objects. Constructors throw CudaError; destructors never throw (a
+// failure to release is ignored: the context may already be poisoned, and the worker process
+// that owns it is then replaced anyway).
+
+// The device's primary context, made current on the calling thread.
+class Context {
+ public:
+  explicit Context(int ordinal);
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context();
+
+  CUdevice device() const { return device_; }
+  void Synchronize() const;
+
+ private:
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+};
+
+class Module {
+ public:
+  explicit Module(std::string_view cubin);
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  ~Module();
+
+  CUfunction Function(const std::string& name) const;
+
+ private:
+  CUmodule module_ = nullptr;
+};
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  ~DeviceBuffer();
+
+  CUdeviceptr get() const { return pointer_; }
+  size_t bytes() const { return bytes_; }
+  void Upload(const void* data, size_t bytes);
+  void Download(void* data, size_t bytes) const;
+
+ private:
+  CUdeviceptr pointer_ = 0;
+  size_t bytes_ = 0;
+};
+
+class Stream {
+ public:
+  Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  CUstream get() const { return stream_; }
+  void Synchronize() const;
+
+ private:
+  CUstream stream_ = nullptr;
+};
+
+class Event {
+ public:
+  Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& other) noexcept;
+  ~Event();
+
+  void Record(const Stream& stream);
+  void Synchronize() const;
+  // Milliseconds from `start` to this event; both must have completed.
+  float ElapsedSince(const Event& start) const;
+
+ private:
+  CUevent event_ = nullptr;
+};
+
+struct LaunchShape {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned dynamic_smem = 0;
+};
+
+// Launches `function` with arguments given as pointers to their values, in order.
+void Launch(CUfunction function, const LaunchShape& shape, const Stream& stream,
+            std::vector<void*>& arguments);
+
+// Raises the function's dynamic shared memory limit when it needs more than the default 48 KiB.
+void AllowDynamicSharedMemory(CUfunction function, unsigned bytes);
+
+int MaxActiveBlocksPerSm(CUfunction function, unsigned threads, unsigned dynamic_smem);
+
+}  // namespace evo
