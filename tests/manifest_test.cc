@@ -1,4 +1,5 @@
 #include "engine/manifest.h"
+#include "tests/test_support.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -12,7 +13,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-const std::string kSdpaFolder = std::string(EVO_SOURCE_DIR) + "/kernel_templates/sdpa_fp16/";
+const std::string kSdpaFolder = (test::SourceDir() / "kernel_templates/sdpa_fp16/").string();
 
 std::string ReadSdpaSource(const std::string& relative) { return ReadFile(kSdpaFolder + relative); }
 

@@ -27,6 +27,16 @@ std::string ShellQuote(const std::string& text) {
 
 }  // namespace
 
+std::filesystem::path EvoBinary() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path() / "evo";
+}
+
+std::filesystem::path SourceDir() {
+  const std::filesystem::path compiled_in = EVO_SOURCE_DIR;
+  if (std::filesystem::exists(compiled_in / "kernel_templates")) return compiled_in;
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path();
+}
+
 TempDir::TempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "evo-test-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -50,7 +60,7 @@ void WriteFile(const std::filesystem::path& path, const std::string& content) {
 CommandResult RunEvo(const std::vector<std::string>& args,
                      const std::filesystem::path& working_dir) {
   TempDir capture;
-  std::string command = "cd " + ShellQuote(working_dir.string()) + " && " + ShellQuote(EVO_BINARY);
+  std::string command = "cd " + ShellQuote(working_dir.string()) + " && " + ShellQuote(EvoBinary().string());
   for (const std::string& arg : args) command += " " + ShellQuote(arg);
   command += " >" + ShellQuote((capture.path() / "out").string()) + " 2>" +
              ShellQuote((capture.path() / "err").string()) + " </dev/null";

@@ -27,6 +27,11 @@ struct CommandResult {
   std::string err;
 };
 
+// The evo binary beside the test executable, and the source tree: the compiled-in one, or the
+// parent of the build folder when the build folder was carried to another machine.
+std::filesystem::path EvoBinary();
+std::filesystem::path SourceDir();
+
 // Runs the built evo binary with these arguments in `working_dir`.
 CommandResult RunEvo(const std::vector<std::string>& args,
                      const std::filesystem::path& working_dir);
