@@ -3,6 +3,8 @@
 #include <nvrtc.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <mutex>
 
 #include "common/error.h"
 
@@ -51,6 +53,14 @@ class NvrtcProgram {
 
 }  // namespace
 
+NvrtcCompiler::NvrtcCompiler() {
+  // Where a driver is installed, NVRTC serves repeated compiles from the driver's compute cache
+  // and then prints no ptxas report, which is where every resource figure comes from. evo keeps
+  // its own cache of whole results, so the driver's is turned off, once, before any compile.
+  static std::once_flag once;
+  std::call_once(once, [] { ::setenv("CUDA_CACHE_DISABLE", "1", 1); });
+}
+
 std::vector<std::string> NvrtcCompiler::Options(const CompileRequest& request) const {
   std::vector<std::string> options = {"--gpu-architecture=" + request.arch, "--std=c++17",
                                       "--ptxas-options=-v", "--generate-line-info"};
@@ -74,7 +84,13 @@ CompileResult NvrtcCompiler::Compile(const CompileRequest& request) {
   compiled.ok = result == NVRTC_SUCCESS;
   compiled.log = program.Log();
   compiled.kernels = ParsePtxasReport(compiled.log);
-  if (compiled.ok) compiled.cubin = program.Cubin();
+  if (compiled.ok) {
+    compiled.cubin = program.Cubin();
+    if (compiled.kernels.empty() && compiled.log.find("ptxas") == std::string::npos) {
+      throw Error("NVRTC compiled " + request.program_name +
+                  " but printed no ptxas report, so its resources are unknown");
+    }
+  }
   compiled.compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   compiled.elapsed_ms = compiled.compile_ms;

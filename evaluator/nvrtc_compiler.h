@@ -6,6 +6,8 @@ namespace evo {
 
 class NvrtcCompiler final : public Compiler {
  public:
+  NvrtcCompiler();
+
   CompileResult Compile(const CompileRequest& request) override;
   std::string Version() const override;  // "nvrtc 13.0"
   std::vector<std::string> Options(const CompileRequest& request) const override;
