@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "evaluator/compiler.h"
+#include "evaluator/cuda_objects.h"
+
+namespace evo {
+
+// What the correctness gate measures of one output against its reference.
+struct ComparisonStats {
+  double max_abs_error = 0;  // +inf when any element is not finite
+  double mean_abs_error = 0;
+  double fraction_over_tolerance = 0;  // elements with !(|out - ref| <= atol + rtol * |ref|)
+  int64_t elements = 0;
+  int64_t over_tolerance = 0;
+  int64_t non_finite = 0;  // NaN or Inf in the output (unwritten poisoned elements among them)
+  double max_abs_reference = 0;
+
+  bool passed() const { return elements > 0 && over_tolerance == 0 && non_finite == 0; }
+};
+
+// evo's own GPU helpers for the gates: N(0,1) inputs from a counter-based generator (the same
+// seed gives the same tensor on any GPU), and the output comparison, reduced on the GPU so that
+// large outputs never cross PCIe. Compiled once per worker for the device's arch.
+class DeviceKernels {
+ public:
+  DeviceKernels(Compiler& compiler, const std::string& arch);
+
+  // Fills `elements` values of dtype "f16" or "f32" at `buffer` with N(0,1) draws.
+  void FillNormal(const DeviceBuffer& buffer, const std::string& dtype, int64_t elements,
+                  uint64_t seed, const Stream& stream) const;
+  // Writes NaN into every element, so that an element the kernel never writes fails the gate.
+  void PoisonWithNaN(const DeviceBuffer& buffer, const std::string& dtype, int64_t elements,
+                     const Stream& stream) const;
+  // Compares `output` (dtype "f16" or "f32") with an f32 reference.
+  ComparisonStats Compare(const DeviceBuffer& output, const std::string& dtype,
+                          const DeviceBuffer& reference, int64_t elements, double atol, double rtol,
+                          const Stream& stream) const;
+
+ private:
+  std::unique_ptr<Module> module_;
+  CUfunction fill_normal_f16_ = nullptr;
+  CUfunction fill_normal_f32_ = nullptr;
+  CUfunction compare_f16_ = nullptr;
+  CUfunction compare_f32_ = nullptr;
+};
+
+// The CUDA source of the helpers, for tests that compile it on machines without a GPU.
+const std::string& DeviceKernelsSource();
+
+}  // namespace evo

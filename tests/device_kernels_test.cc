@@ -1,0 +1,90 @@
+#include "evaluator/cuda_driver.h"
+#include "evaluator/device_kernels.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "common/half.h"
+#include "evaluator/nvrtc_compiler.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+TEST_CASE("the gates' own kernels compile for every target", "[nvrtc]") {
+  NvrtcCompiler compiler;
+  for (const char* arch : {"sm_80", "sm_89", "sm_90"}) {
+    const CompileResult compiled =
+        compiler.Compile({DeviceKernelsSource(), "evo_gates.cu", arch, {}});
+    INFO(compiled.log);
+    REQUIRE(compiled.ok);
+    for (const char* entry :
+         {"evo_fill_normal_f16", "evo_fill_normal_f32", "evo_compare_f16", "evo_compare_f32"}) {
+      CHECK(FindKernel(compiled.kernels, entry) != nullptr);
+    }
+  }
+}
+
+TEST_CASE("gate kernels: normal inputs, NaN poison and the comparison", "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  Context context(0);
+  NvrtcCompiler compiler;
+  const DeviceKernels kernels(compiler, QueryDevices().at(0).arch());
+  Stream stream;
+  const int64_t n = 1 << 20;
+
+  DeviceBuffer f16(n * 2);
+  kernels.FillNormal(f16, "f16", n, 42, stream);
+  stream.Synchronize();
+  std::vector<uint16_t> halves(n);
+  f16.Download(halves.data(), f16.bytes());
+  double sum = 0;
+  double sum_sq = 0;
+  for (uint16_t h : halves) {
+    const double x = HalfToFloat(h);
+    sum += x;
+    sum_sq += x * x;
+  }
+  CHECK(std::abs(sum / n) < 0.01);
+  CHECK(std::abs(sum_sq / n - 1.0) < 0.01);
+
+  DeviceBuffer again(n * 2);
+  kernels.FillNormal(again, "f16", n, 42, stream);
+  stream.Synchronize();
+  std::vector<uint16_t> repeated(n);
+  again.Download(repeated.data(), again.bytes());
+  CHECK(repeated == halves);
+
+  // A float copy of the f16 tensor is an exact reference for it.
+  std::vector<float> floats(n);
+  for (int64_t i = 0; i < n; ++i) floats[i] = HalfToFloat(halves[i]);
+  DeviceBuffer reference(n * 4);
+  reference.Upload(floats.data(), reference.bytes());
+  const ComparisonStats same = kernels.Compare(f16, "f16", reference, n, 0, 0, stream);
+  CHECK(same.passed());
+  CHECK(same.max_abs_error == 0);
+  CHECK(same.max_abs_reference > 3.0);
+
+  // Perturb exactly 3 elements beyond atol.
+  for (int64_t i : {int64_t{0}, n / 2, n - 1}) floats[i] += 0.5f;
+  reference.Upload(floats.data(), reference.bytes());
+  const ComparisonStats off = kernels.Compare(f16, "f16", reference, n, 0.1, 0, stream);
+  CHECK_FALSE(off.passed());
+  CHECK(off.over_tolerance == 3);
+  CHECK(off.max_abs_error == Approx(0.5).margin(1e-3));
+  CHECK(off.non_finite == 0);
+
+  // An odd count leaves the last half poisoned too.
+  kernels.PoisonWithNaN(f16, "f16", n - 1, stream);
+  const ComparisonStats poisoned = kernels.Compare(f16, "f16", reference, n, 1e9, 1e9, stream);
+  CHECK(poisoned.non_finite == n - 1);
+  CHECK(poisoned.over_tolerance == n - 1);
+  CHECK(std::isinf(poisoned.max_abs_error));
+  CHECK_FALSE(poisoned.passed());
+}
+
+}  // namespace
+}  // namespace evo
