@@ -261,7 +261,7 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   }
   reader.CheckKeys(root, "manifest",
                    {"name", "version", "description", "min_sm", "knobs", "problem", "derived",
-                    "constraints", "kernel", "reference", "tolerance"});
+                    "constraints", "kernel", "reference", "correctness"});
   Manifest manifest;
   manifest.name = reader.Identifier(root, "manifest", "name");
   manifest.version = static_cast<int>(reader.Integer(root, "manifest", "version"));
@@ -335,12 +335,32 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   manifest.reference =
       ReadKernel(reader, root, "reference", reference_scope, reference_launch_scope, read_source);
 
-  const Json& tolerance = reader.Member(root, "manifest", "tolerance");
-  reader.CheckKeys(tolerance, "tolerance", {"max_abs", "mean_abs"});
-  manifest.tolerance.max_abs = reader.Number(tolerance, "tolerance", "max_abs");
-  manifest.tolerance.mean_abs = reader.Number(tolerance, "tolerance", "mean_abs");
-  if (!(manifest.tolerance.max_abs > 0) || !(manifest.tolerance.mean_abs > 0)) {
-    reader.Fail("tolerance", "max_abs and mean_abs must be positive");
+  const Json& correctness = reader.Member(root, "manifest", "correctness");
+  reader.CheckKeys(correctness, "correctness", {"seeds", "atol", "rtol", "problems"});
+  CorrectnessSpec& spec = manifest.correctness;
+  spec.seeds = static_cast<int>(reader.Integer(correctness, "correctness", "seeds"));
+  if (spec.seeds < 1) reader.Fail("correctness.seeds", "expected at least 1");
+  spec.atol = reader.Number(correctness, "correctness", "atol");
+  spec.rtol = reader.Number(correctness, "correctness", "rtol");
+  if (!(spec.atol >= 0) || !(spec.rtol >= 0) || !(spec.atol + spec.rtol > 0)) {
+    reader.Fail("correctness", "atol and rtol must be non-negative and not both zero");
+  }
+  if (correctness.contains("problems")) {
+    const Json& problems = reader.Array(correctness, "correctness", "problems");
+    for (size_t i = 0; i < problems.size(); ++i) {
+      const std::string field = "correctness.problems[" + std::to_string(i) + "]";
+      if (!problems[i].is_object()) reader.Fail(field, "expected an object");
+      std::vector<std::pair<std::string, Expression>> overrides;
+      for (const auto& [name, value] : problems[i].items()) {
+        const ProblemParamSpec* param = manifest.FindProblemParam(name);
+        if (param == nullptr) reader.Fail(field, "'" + name + "' is not a problem parameter");
+        if (param->compile_time()) {
+          reader.Fail(field, "'" + name + "' is compile-time; the candidate is specialized on it");
+        }
+        overrides.emplace_back(name, reader.Expr(value, field + "." + name, problem_scope));
+      }
+      spec.problems.push_back(std::move(overrides));
+    }
   }
   return manifest;
 }

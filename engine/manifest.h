@@ -65,9 +65,14 @@ struct KernelSpec {
   std::vector<KernelArgSpec> args;
 };
 
-struct ToleranceSpec {
-  double max_abs = 0;
-  double mean_abs = 0;
+// How the correctness gate checks a candidate: on the task's problem and on each of `problems`
+// (run-time parameters given as expressions of the task's problem, the others inherited), each
+// with `seeds` fresh random inputs; an element passes when |out - ref| <= atol + rtol * |ref|.
+struct CorrectnessSpec {
+  int seeds = 3;
+  double atol = 0;
+  double rtol = 0;
+  std::vector<std::vector<std::pair<std::string, Expression>>> problems;
 };
 
 struct Manifest {
@@ -81,7 +86,7 @@ struct Manifest {
   std::vector<ConstraintSpec> constraints;
   KernelSpec kernel;
   KernelSpec reference;
-  ToleranceSpec tolerance;
+  CorrectnessSpec correctness;
 
   const KnobSpec* FindKnob(std::string_view knob) const;
   const ProblemParamSpec* FindProblemParam(std::string_view param) const;

@@ -1,5 +1,4 @@
 #include "engine/manifest.h"
-#include "tests/test_support.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -7,6 +6,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "engine/genome.h"
+#include "tests/test_support.h"
 
 namespace evo {
 namespace {
@@ -36,7 +36,8 @@ TEST_CASE("the sdpa_fp16 manifest parses with its knobs, problem and kernels", "
   CHECK(manifest.reference.entry == "sdpa_reference_f32");
   CHECK(manifest.kernel.source.find("sdpa_fp16_fwd") != std::string::npos);
   CHECK(manifest.kernel.args.size() == 8);
-  CHECK(manifest.tolerance.max_abs > 0);
+  CHECK(manifest.correctness.seeds >= 3);
+  CHECK(manifest.correctness.problems.size() >= 2);
 }
 
 TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
@@ -75,8 +76,18 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
        "kernel.args[0].kind: expected input, output or scalar"},
       {"an empty knob domain", [](Json& j) { j["knobs"][0]["values"] = Json::array(); },
        "knobs[0].values: expected at least one value"},
-      {"a zero tolerance", [](Json& j) { j["tolerance"]["max_abs"] = 0; },
-       "tolerance: max_abs and mean_abs must be positive"},
+      {"a zero tolerance",
+       [](Json& j) {
+         j["correctness"]["atol"] = 0;
+         j["correctness"]["rtol"] = 0;
+       },
+       "correctness: atol and rtol must be non-negative and not both zero"},
+      {"a check problem overriding a compile-time parameter",
+       [](Json& j) { j["correctness"]["problems"][0]["D"] = "128"; },
+       "correctness.problems[0]: 'D' is compile-time"},
+      {"a check problem on an unknown name",
+       [](Json& j) { j["correctness"]["problems"][0]["S_q"] = "S + 1"; },
+       "correctness.problems[0].S_q: unknown name 'S'"},
       {"a compile-time parameter without values", [](Json& j) { j["problem"][4].erase("values"); },
        "a compile-time parameter (with a define) needs a list of values"},
   };

@@ -60,7 +60,8 @@ void WriteFile(const std::filesystem::path& path, const std::string& content) {
 CommandResult RunEvo(const std::vector<std::string>& args,
                      const std::filesystem::path& working_dir) {
   TempDir capture;
-  std::string command = "cd " + ShellQuote(working_dir.string()) + " && " + ShellQuote(EvoBinary().string());
+  std::string command =
+      "cd " + ShellQuote(working_dir.string()) + " && " + ShellQuote(EvoBinary().string());
   for (const std::string& arg : args) command += " " + ShellQuote(arg);
   command += " >" + ShellQuote((capture.path() / "out").string()) + " 2>" +
              ShellQuote((capture.path() / "err").string()) + " </dev/null";
@@ -97,7 +98,7 @@ void WriteTinyTemplate(const std::filesystem::path& folder, const std::string& n
              "block": ["128", "1", "1"], "dynamic_smem": "0",
              "args": [{"name": "x", "kind": "output", "dtype": "f32", "shape": ["N"]},
                       {"name": "n", "kind": "scalar", "dtype": "i32", "value": "N"}]},
-  "tolerance": {"max_abs": 1e-6, "mean_abs": 1e-7}
+  "correctness": {"seeds": 1, "atol": 1e-6, "rtol": 0, "problems": [{"N": "N + 1"}]}
 })json");
   WriteFile(folder / "tiny.cu", source);
 }
