@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "evaluator/compile_cache.h"
 #include "evaluator/cuda_driver.h"
+#include "evaluator/gpu_gates.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "population/sqlite.h"
 
@@ -126,54 +127,80 @@ std::function<int()> SetupTemplates(CLI::App& app, const GlobalOptions& global) 
   };
 }
 
+void AddCompileOptions(CLI::App& app, CompileOptions& options) {
+  app.add_option("--template,-t", options.template_name, "template name")->capture_default_str();
+  app.add_option("--set,-s", options.settings,
+                 "KNOB=VALUE (repeatable); unset knobs keep their defaults");
+  app.add_option("--shape", options.shape,
+                 "B,H,S,D or B,H,S_q,S_kv,D (default: the template's default problem)");
+  app.add_flag("--causal", options.causal, "causal attention");
+  app.add_option("--arch", options.arch, "target, e.g. sm_90 (default: the GPU that is here)");
+  app.add_option("--device", options.device, "the GPU to use (its arch when --arch is not given)")
+      ->capture_default_str();
+  app.add_option("--cache-dir", options.cache_dir, "compile cache folder")->capture_default_str();
+  app.add_flag("--no-cache", options.no_cache, "neither read nor fill the compile cache");
+  app.add_flag("--allow-spills", options.allow_spills, "let register spills pass the gate");
+  app.add_flag("--json", options.json, "print JSON");
+  app.add_flag("--log", options.show_log, "print NVRTC's whole log");
+}
+
+// Everything one configuration's compile needs, read from the command line.
+class CompileSession {
+ public:
+  CompileSession(const GlobalOptions& global, const CompileOptions& options)
+      : library_(LoadLibrary(global)),
+        kernel_template_(library_.Find(options.template_name)),
+        genome_(DefaultGenome(kernel_template_.manifest)),
+        problem_(DefaultProblem(kernel_template_.manifest)) {
+    const Manifest& manifest = kernel_template_.manifest;
+    for (const std::string& setting : options.settings) {
+      ApplyKnobSetting(manifest, setting, genome_);
+    }
+    if (!options.shape.empty()) ApplyShape(manifest, options.shape, problem_);
+    if (options.causal) SetProblemParam(manifest, "CAUSAL", 1, problem_);
+    origin_ = ResolveArch(options, arch_);
+    if (arch_.sm < manifest.min_sm) {
+      throw Error("template " + manifest.name + " needs sm_" + std::to_string(manifest.min_sm) +
+                  " or newer, not " + arch_.name);
+    }
+    if (!options.no_cache) {
+      cache_ = std::make_unique<CompileCache>(options.cache_dir);
+      caching_ = std::make_unique<CachingCompiler>(nvrtc_, *cache_);
+    }
+  }
+
+  const KernelTemplate& kernel_template() const { return kernel_template_; }
+  const Genome& genome() const { return genome_; }
+  const Problem& problem() const { return problem_; }
+  const ArchInfo& arch() const { return arch_; }
+  const ArchOrigin& origin() const { return origin_; }
+  Compiler& compiler() { return caching_ ? static_cast<Compiler&>(*caching_) : nvrtc_; }
+
+  CompileOutcome RunGate(bool allow_spills) {
+    return RunCompileGate(kernel_template_, genome_, problem_, arch_, compiler(), {allow_spills});
+  }
+
+ private:
+  TemplateLibrary library_;
+  const KernelTemplate& kernel_template_;
+  Genome genome_;
+  Problem problem_;
+  ArchInfo arch_;
+  ArchOrigin origin_;
+  NvrtcCompiler nvrtc_;
+  std::unique_ptr<CompileCache> cache_;
+  std::unique_ptr<CachingCompiler> caching_;
+};
+
 std::function<int()> SetupCompile(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<CompileOptions>();
-  app.add_option("--template,-t", options->template_name, "template name")->capture_default_str();
-  app.add_option("--set,-s", options->settings,
-                 "KNOB=VALUE (repeatable); unset knobs keep "
-                 "their defaults");
-  app.add_option("--shape", options->shape,
-                 "B,H,S,D or B,H,S_q,S_kv,D (default: the template's default problem)");
-  app.add_flag("--causal", options->causal, "causal attention");
-  app.add_option("--arch", options->arch, "target, e.g. sm_90 (default: the GPU that is here)");
-  app.add_option("--device", options->device, "GPU whose arch to use when --arch is not given")
-      ->capture_default_str();
-  app.add_option("--cache-dir", options->cache_dir, "compile cache folder")->capture_default_str();
-  app.add_flag("--no-cache", options->no_cache, "neither read nor fill the compile cache");
-  app.add_flag("--allow-spills", options->allow_spills, "let register spills pass the gate");
-  app.add_flag("--json", options->json, "print JSON");
-  app.add_flag("--log", options->show_log, "print NVRTC's whole log");
+  AddCompileOptions(app, *options);
   app.add_flag("--source", options->show_source, "print the instantiated source");
   return [&global, options] {
-    const TemplateLibrary library = LoadLibrary(global);
-    const KernelTemplate& kernel_template = library.Find(options->template_name);
-    const Manifest& manifest = kernel_template.manifest;
-    Genome genome = DefaultGenome(manifest);
-    for (const std::string& setting : options->settings) {
-      ApplyKnobSetting(manifest, setting, genome);
-    }
-    Problem problem = DefaultProblem(manifest);
-    if (!options->shape.empty()) ApplyShape(manifest, options->shape, problem);
-    if (options->causal) SetProblemParam(manifest, "CAUSAL", 1, problem);
-    ArchInfo arch;
-    const ArchOrigin origin = ResolveArch(*options, arch);
-    if (arch.sm < manifest.min_sm) {
-      throw Error("template " + manifest.name + " needs sm_" + std::to_string(manifest.min_sm) +
-                  " or newer, not " + arch.name);
-    }
-    NvrtcCompiler nvrtc;
-    std::unique_ptr<CompileCache> cache;
-    std::unique_ptr<CachingCompiler> caching;
-    Compiler* compiler = &nvrtc;
-    if (!options->no_cache) {
-      cache = std::make_unique<CompileCache>(options->cache_dir);
-      caching = std::make_unique<CachingCompiler>(nvrtc, *cache);
-      compiler = caching.get();
-    }
-    const CompileOutcome outcome =
-        RunCompileGate(kernel_template, genome, problem, arch, *compiler, {options->allow_spills});
-    const CompileReport report{kernel_template, genome,  problem,
-                               origin,          outcome, options->show_log};
+    CompileSession session(global, *options);
+    const CompileOutcome outcome = session.RunGate(options->allow_spills);
+    const CompileReport report{session.kernel_template(), session.genome(), session.problem(),
+                               session.origin(),          outcome,          options->show_log};
     if (options->json) {
       nlohmann::json json = CompileReportToJson(report);
       if (options->show_source) json["source"] = outcome.source;
@@ -183,6 +210,48 @@ std::function<int()> SetupCompile(CLI::App& app, const GlobalOptions& global) {
       if (options->show_source) std::cout << "source:\n" << outcome.source;
     }
     return outcome.status == Status::kCompiled ? kExitOk : kExitRejected;
+  };
+}
+
+struct BenchOptions {
+  CompileOptions compile;
+  bool verify_only = false;
+  bool flush_l2 = false;
+};
+
+std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<BenchOptions>();
+  AddCompileOptions(app, options->compile);
+  app.add_flag("--verify-only", options->verify_only, "run the correctness gate only");
+  app.add_flag("--flush-l2", options->flush_l2, "flush the L2 cache before every timed launch");
+  return [&global, options] {
+    if (!options->compile.arch.empty()) {
+      throw Error("evo bench runs on the GPU that is here and compiles for its arch; drop --arch");
+    }
+    QueryDevices();  // says plainly that there is no GPU, before any compile
+    CompileSession session(global, options->compile);
+    const CompileOutcome outcome = session.RunGate(options->compile.allow_spills);
+    const CompileReport report{
+        session.kernel_template(), session.genome(), session.problem(),
+        session.origin(),          outcome,          options->compile.show_log};
+    std::optional<GpuVerdict> verdict;
+    if (outcome.status == Status::kCompiled) {
+      GpuGates gates(options->compile.device, session.compiler());
+      TimingOptions timing;
+      timing.flush_l2 = options->flush_l2;
+      verdict = gates.Evaluate(session.kernel_template(), session.genome(), session.problem(),
+                               outcome.compiled.cubin, options->verify_only, timing);
+    }
+    const Manifest& manifest = session.kernel_template().manifest;
+    if (options->compile.json) {
+      nlohmann::json json = CompileReportToJson(report);
+      if (verdict) json.update(VerdictToJson(manifest, *verdict));
+      std::cout << json.dump(2) << "\n";
+    } else {
+      std::cout << CompileReportToText(report);
+      if (verdict) std::cout << VerdictToText(manifest, *verdict);
+    }
+    return verdict && verdict->status == Status::kMeasured ? kExitOk : kExitRejected;
   };
 }
 
@@ -214,6 +283,8 @@ std::function<int()> SetupInfo(CLI::App& app, const GlobalOptions&) {
 const Command kCommands[] = {
     {"templates", "List the kernel templates with their knobs and domains", SetupTemplates},
     {"compile", "Compile one configuration and print its resources (gate 1)", SetupCompile},
+    {"bench", "Compile one configuration and run it through the correctness and performance gates",
+     SetupBench},
     {"info", "Print versions, the GPU driver and the GPUs found", SetupInfo},
 };
 

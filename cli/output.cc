@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "engine/configuration.h"
 
 namespace evo::cli {
@@ -172,6 +174,73 @@ std::string CompileReportToText(const CompileReport& report) {
   if (report.show_log || outcome.status == Status::kCompileError) {
     text += "log:\n" + outcome.compiled.log;
     if (!text.ends_with('\n')) text += '\n';
+  }
+  return text;
+}
+
+Json VerdictToJson(const Manifest& manifest, const GpuVerdict& verdict) {
+  const CorrectnessFigures& c = verdict.correctness;
+  Json json = {{"status", ToString(verdict.status)}};
+  if (!verdict.error.empty()) {
+    json["error"] = verdict.error;
+    json["poisoned"] = verdict.poisoned;
+  }
+  // JSON has no infinity: a non-finite output shows as a null max_abs_error.
+  json["correctness"] = {
+      {"passed", c.passed},
+      {"checks", c.checks},
+      {"max_abs_error",
+       std::isfinite(c.worst.max_abs_error) ? Json(c.worst.max_abs_error) : Json(nullptr)},
+      {"mean_abs_error", c.worst.mean_abs_error},
+      {"fraction_over_tolerance", c.worst.fraction_over_tolerance},
+      {"elements", c.worst.elements},
+      {"over_tolerance", c.worst.over_tolerance},
+      {"non_finite", c.worst.non_finite},
+      {"atol", manifest.correctness.atol},
+      {"rtol", manifest.correctness.rtol},
+      {"failure", c.failure}};
+  if (verdict.timing) {
+    const TimingFigures& t = *verdict.timing;
+    json["timing"] = {
+        {"median_us", t.median_us},     {"p10_us", t.p10_us},
+        {"p90_us", t.p90_us},           {"min_us", t.min_us},
+        {"repetitions", t.repetitions}, {"launches_per_repetition", t.launches_per_repetition},
+        {"settled", t.settled},         {"l2_flushed", t.l2_flushed},
+        {"tflops", t.tflops},           {"recheck_passed", t.recheck_passed}};
+  }
+  return json;
+}
+
+std::string VerdictToText(const Manifest& manifest, const GpuVerdict& verdict) {
+  std::string text;
+  auto line = [&text](std::string_view label, const std::string& value) {
+    text += fmt::format("{:<12}{}\n", label, value);
+  };
+  line("verdict",
+       std::string(ToString(verdict.status)) +
+           (verdict.error.empty()
+                ? ""
+                : ": " + verdict.error + (verdict.poisoned ? " (context poisoned)" : "")));
+  const CorrectnessFigures& c = verdict.correctness;
+  if (c.checks > 0) {
+    line("correctness",
+         fmt::format("{} over {} checks: max abs error {:.6g}, mean abs error {:.3g}, {} of {} "
+                     "elements over tolerance ({:.3g}), {} not finite (atol {}, rtol {})",
+                     c.passed ? "passed" : "FAILED", c.checks, c.worst.max_abs_error,
+                     c.worst.mean_abs_error, c.worst.over_tolerance, c.worst.elements,
+                     c.worst.fraction_over_tolerance, c.worst.non_finite, manifest.correctness.atol,
+                     manifest.correctness.rtol));
+    if (!c.failure.empty()) line("failure", c.failure);
+  }
+  if (verdict.timing) {
+    const TimingFigures& t = *verdict.timing;
+    line("timing", fmt::format("median {:.2f} us, p10 {:.2f}, p90 {:.2f}, min {:.2f}; {} "
+                               "repetitions of {} launches{}{}",
+                               t.median_us, t.p10_us, t.p90_us, t.min_us, t.repetitions,
+                               t.launches_per_repetition, t.settled ? ", settled" : ", NOT settled",
+                               t.l2_flushed ? ", L2 flushed" : ""));
+    if (t.tflops > 0) line("throughput", fmt::format("{:.1f} TFLOP/s at the median", t.tflops));
+    line("recheck", t.recheck_passed ? "output unchanged after timing" : "OUTPUT CHANGED");
   }
   return text;
 }

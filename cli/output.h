@@ -5,6 +5,7 @@
 
 #include "engine/template_library.h"
 #include "evaluator/compile_gate.h"
+#include "evaluator/gpu_gates.h"
 
 namespace evo::cli {
 
@@ -28,5 +29,9 @@ struct CompileReport {
 
 nlohmann::json CompileReportToJson(const CompileReport& report);
 std::string CompileReportToText(const CompileReport& report);
+
+// Gates 2 and 3: the status, every correctness figure and every timing figure.
+nlohmann::json VerdictToJson(const Manifest& manifest, const GpuVerdict& verdict);
+std::string VerdictToText(const Manifest& manifest, const GpuVerdict& verdict);
 
 }  // namespace evo::cli

@@ -261,7 +261,7 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   }
   reader.CheckKeys(root, "manifest",
                    {"name", "version", "description", "min_sm", "knobs", "problem", "derived",
-                    "constraints", "kernel", "reference", "correctness"});
+                    "constraints", "kernel", "reference", "correctness", "flops"});
   Manifest manifest;
   manifest.name = reader.Identifier(root, "manifest", "name");
   manifest.version = static_cast<int>(reader.Integer(root, "manifest", "version"));
@@ -361,6 +361,9 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
       }
       spec.problems.push_back(std::move(overrides));
     }
+  }
+  if (root.contains("flops")) {
+    manifest.flops = reader.Expr(root["flops"], "flops", problem_scope);
   }
   return manifest;
 }

@@ -87,6 +87,7 @@ struct Manifest {
   KernelSpec kernel;
   KernelSpec reference;
   CorrectnessSpec correctness;
+  std::optional<Expression> flops;  // floating-point operations of one call, for TFLOP/s
 
   const KnobSpec* FindKnob(std::string_view knob) const;
   const ProblemParamSpec* FindProblemParam(std::string_view param) const;

@@ -1,0 +1,118 @@
+#include "evaluator/kernel_arguments.h"
+
+#include <cstring>
+#include <limits>
+
+#include "common/error.h"
+
+namespace evo {
+
+int64_t DtypeBytes(const std::string& dtype) {
+  if (dtype == "f16" || dtype == "bf16") return 2;
+  if (dtype == "f32" || dtype == "i32") return 4;
+  if (dtype == "i64") return 8;
+  if (dtype == "fp8e4m3" || dtype == "fp8e5m2") return 1;
+  throw Error("unknown dtype " + dtype);
+}
+
+KernelArguments::KernelArguments(const KernelSpec& spec, const Bindings& bindings,
+                                 const KernelArguments* share_inputs_with) {
+  for (const KernelArgSpec& arg : spec.args) {
+    if (arg.kind == KernelArgSpec::Kind::kScalar) {
+      const int64_t value = arg.value->Evaluate(bindings);
+      auto slot = std::make_unique<uint64_t>(0);
+      if (arg.dtype == "i32") {
+        if (value < std::numeric_limits<int32_t>::min() ||
+            value > std::numeric_limits<int32_t>::max()) {
+          throw Error("argument " + arg.name + " = " + std::to_string(value) +
+                      " does not fit an i32");
+        }
+        const auto narrow = static_cast<int32_t>(value);
+        std::memcpy(slot.get(), &narrow, sizeof(narrow));
+      } else if (arg.dtype == "f32") {
+        const auto real = static_cast<float>(value);
+        std::memcpy(slot.get(), &real, sizeof(real));
+      } else {
+        std::memcpy(slot.get(), &value, sizeof(value));
+      }
+      pointers_.push_back(slot.get());
+      scalar_slots_.push_back(std::move(slot));
+      tensors_.push_back(nullptr);
+      continue;
+    }
+    std::shared_ptr<DeviceTensor> tensor;
+    if (share_inputs_with != nullptr && arg.kind == KernelArgSpec::Kind::kInput) {
+      for (const auto& other : share_inputs_with->tensors_) {
+        if (other && other->name == arg.name && other->kind == KernelArgSpec::Kind::kInput) {
+          tensor = other;
+        }
+      }
+    }
+    int64_t elements = 1;
+    for (const Expression& dim : arg.shape) elements *= dim.Evaluate(bindings);
+    if (tensor && (tensor->dtype != arg.dtype || tensor->elements != elements)) {
+      throw Error("input " + arg.name +
+                  " differs in dtype or shape between the kernel and its "
+                  "reference");
+    }
+    if (!tensor) {
+      tensor = std::make_shared<DeviceTensor>();
+      tensor->name = arg.name;
+      tensor->dtype = arg.dtype;
+      tensor->elements = elements;
+      tensor->kind = arg.kind;
+      tensor->buffer = DeviceBuffer(static_cast<size_t>(elements * DtypeBytes(arg.dtype)));
+    }
+    auto slot = std::make_unique<CUdeviceptr>(tensor->buffer.get());
+    pointers_.push_back(slot.get());
+    pointer_slots_.push_back(std::move(slot));
+    tensors_.push_back(std::move(tensor));
+  }
+}
+
+std::vector<DeviceTensor*> KernelArguments::Inputs() const {
+  std::vector<DeviceTensor*> inputs;
+  for (const auto& tensor : tensors_) {
+    if (tensor && tensor->kind == KernelArgSpec::Kind::kInput) inputs.push_back(tensor.get());
+  }
+  return inputs;
+}
+
+std::vector<DeviceTensor*> KernelArguments::Outputs() const {
+  std::vector<DeviceTensor*> outputs;
+  for (const auto& tensor : tensors_) {
+    if (tensor && tensor->kind == KernelArgSpec::Kind::kOutput) outputs.push_back(tensor.get());
+  }
+  return outputs;
+}
+
+DeviceTensor& KernelArguments::Tensor(const std::string& name) const {
+  for (const auto& tensor : tensors_) {
+    if (tensor && tensor->name == name) return *tensor;
+  }
+  throw Error("the kernel has no tensor argument " + name);
+}
+
+LaunchShape ResolveLaunch(const KernelSpec& spec, Bindings bindings, CUfunction function,
+                          int sm_count) {
+  auto narrow = [](int64_t value, const char* what) {
+    if (value < 1 || value > std::numeric_limits<int32_t>::max()) {
+      throw Error(std::string("launch ") + what + " of " + std::to_string(value) +
+                  " is out of range");
+    }
+    return static_cast<unsigned>(value);
+  };
+  LaunchShape shape;
+  for (int d = 0; d < 3; ++d) shape.block[d] = narrow(spec.block[d].Evaluate(bindings), "block");
+  const int64_t smem = spec.dynamic_smem.Evaluate(bindings);
+  if (smem < 0) throw Error("negative dynamic shared memory");
+  shape.dynamic_smem = static_cast<unsigned>(smem);
+  AllowDynamicSharedMemory(function, shape.dynamic_smem);
+  bindings["NUM_SMS"] = sm_count;
+  bindings["CTAS_PER_SM"] = MaxActiveBlocksPerSm(
+      function, shape.block[0] * shape.block[1] * shape.block[2], shape.dynamic_smem);
+  for (int d = 0; d < 3; ++d) shape.grid[d] = narrow(spec.grid[d].Evaluate(bindings), "grid");
+  return shape;
+}
+
+}  // namespace evo

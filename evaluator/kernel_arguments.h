@@ -1,0 +1,52 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/manifest.h"
+#include "evaluator/cuda_objects.h"
+
+namespace evo {
+
+struct DeviceTensor {
+  std::string name;
+  std::string dtype;
+  int64_t elements = 0;
+  KernelArgSpec::Kind kind = KernelArgSpec::Kind::kInput;
+  DeviceBuffer buffer;
+};
+
+int64_t DtypeBytes(const std::string& dtype);
+
+// The device tensors and scalar values of one kernel's arguments on one problem, in the
+// manifest's order, ready for cuLaunchKernel. Inputs can be shared with another kernel's
+// arguments by name, so the candidate and its reference read the very same bytes.
+class KernelArguments {
+ public:
+  KernelArguments(const KernelSpec& spec, const Bindings& bindings,
+                  const KernelArguments* share_inputs_with = nullptr);
+  KernelArguments(const KernelArguments&) = delete;
+  KernelArguments& operator=(const KernelArguments&) = delete;
+
+  std::vector<void*>& pointers() { return pointers_; }
+  // Tensors this kernel reads (shared ones included) and writes.
+  std::vector<DeviceTensor*> Inputs() const;
+  std::vector<DeviceTensor*> Outputs() const;
+  DeviceTensor& Tensor(const std::string& name) const;
+
+ private:
+  std::vector<std::shared_ptr<DeviceTensor>> tensors_;  // argument order; null for scalars
+  // Scalars are kept in 8-byte slots whose addresses stay put for the launch.
+  std::vector<std::unique_ptr<uint64_t>> scalar_slots_;
+  std::vector<std::unique_ptr<CUdeviceptr>> pointer_slots_;
+  std::vector<void*> pointers_;
+};
+
+// Grid, block and dynamic shared memory of `spec` for these bindings; NUM_SMS and CTAS_PER_SM
+// are bound here from the device and the compiled function's occupancy.
+LaunchShape ResolveLaunch(const KernelSpec& spec, Bindings bindings, CUfunction function,
+                          int sm_count);
+
+}  // namespace evo
