@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include <mutex>
 #include <optional>
 
@@ -18,6 +20,7 @@ void Resolve(void* library, const char* symbol, Function& function) {
 }
 
 DriverApi LoadDriver() {
+  DisableCudaComputeCache();
   // Kept loaded for the life of the process: CUDA objects may outlive any scope here.
   void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
@@ -74,6 +77,11 @@ DriverApi LoadDriver() {
 }
 
 }  // namespace
+
+void DisableCudaComputeCache() {
+  static std::once_flag once;
+  std::call_once(once, [] { ::setenv("CUDA_CACHE_DISABLE", "1", 1); });
+}
 
 void CheckCuda(CUresult result, const char* what) {
   if (result != CUDA_SUCCESS) {

@@ -68,6 +68,12 @@ struct DriverApi {
   decltype(&::cuEventElapsedTime) EventElapsedTime = nullptr;
 };
 
+// Where a driver is installed, NVRTC serves repeated compiles from the driver's compute cache and
+// then prints no ptxas report, which is where every resource figure comes from; the driver reads
+// the switch when it initializes. evo keeps its own cache of whole results, so the driver's is
+// turned off before the driver is loaded and before any compile.
+void DisableCudaComputeCache();
+
 // Loads the driver and calls cuInit once; throws NoGpuError saying why when that fails.
 const DriverApi& Driver();
 

@@ -3,10 +3,9 @@
 #include <nvrtc.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <mutex>
 
 #include "common/error.h"
+#include "evaluator/cuda_driver.h"
 
 namespace evo {
 namespace {
@@ -53,13 +52,7 @@ class NvrtcProgram {
 
 }  // namespace
 
-NvrtcCompiler::NvrtcCompiler() {
-  // Where a driver is installed, NVRTC serves repeated compiles from the driver's compute cache
-  // and then prints no ptxas report, which is where every resource figure comes from. evo keeps
-  // its own cache of whole results, so the driver's is turned off, once, before any compile.
-  static std::once_flag once;
-  std::call_once(once, [] { ::setenv("CUDA_CACHE_DISABLE", "1", 1); });
-}
+NvrtcCompiler::NvrtcCompiler() { DisableCudaComputeCache(); }
 
 std::vector<std::string> NvrtcCompiler::Options(const CompileRequest& request) const {
   std::vector<std::string> options = {"--gpu-architecture=" + request.arch, "--std=c++17",

@@ -1,0 +1,46 @@
+#include "tests/sdpa_variants.h"
+
+#include <stdexcept>
+
+#include "common/files.h"
+#include "tests/test_support.h"
+
+namespace evo::test {
+
+const std::vector<SdpaBreakage>& SdpaBreakages() {
+  static const std::vector<SdpaBreakage> breakages = {
+      {"skips_last_kv_tile", "const int num_kv_tiles = (kv_end + BLOCK_N - 1) / BLOCK_N;",
+       "const int num_kv_tiles = max(1, (kv_end + BLOCK_N - 1) / BLOCK_N - 1);"},
+      {"skips_tail_rows", "if (row < S_q) {", "if (row < S_q / BLOCK_M * BLOCK_M) {"},
+      {"drops_causal_mask", "(IS_CAUSAL && col > row)", "(false && col > row)"},
+      {"wrong_scale", "1.4426950408889634 / const_sqrt(HEAD_DIM)", "1.4426950408889634 / HEAD_DIM"},
+      {"writes_out_of_bounds", "st_global_v4(o_head + static_cast<long long>(row) * HEAD_DIM",
+       "st_global_v4(o_head + (1ll << 40) + static_cast<long long>(row) * HEAD_DIM"},
+      {"never_terminates", "const unsigned smem_base = sdpa::smem_u32(smem);",
+       "while (clock64() >= 0) {\n  }\n  const unsigned smem_base = sdpa::smem_u32(smem);"},
+  };
+  return breakages;
+}
+
+const SdpaBreakage& FindSdpaBreakage(const std::string& name) {
+  for (const SdpaBreakage& breakage : SdpaBreakages()) {
+    if (breakage.name == name) return breakage;
+  }
+  throw std::invalid_argument("no sdpa breakage " + name);
+}
+
+void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage) {
+  const std::filesystem::path original = SourceDir() / "kernel_templates" / "sdpa_fp16";
+  std::string source = ReadFile(original / "sdpa_fp16.cu");
+  const size_t at = source.find(breakage.find);
+  if (at == std::string::npos || source.find(breakage.find, at + 1) != std::string::npos) {
+    throw std::runtime_error("breakage " + breakage.name + ": '" + breakage.find +
+                             "' does not occur exactly once in sdpa_fp16.cu");
+  }
+  source.replace(at, breakage.find.size(), breakage.replace);
+  WriteFile(folder / "sdpa_fp16.cu", source);
+  WriteFile(folder / "reference.cu", ReadFile(original / "reference.cu"));
+  WriteFile(folder / "manifest.json", ReadFile(original / "manifest.json"));
+}
+
+}  // namespace evo::test

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace evo::test {
+
+// One textual change to the real sdpa_fp16 source that breaks it in a known way.
+struct SdpaBreakage {
+  std::string name;
+  std::string find;  // must occur exactly once in the source
+  std::string replace;
+};
+
+// The deliberately broken variants the gates must reject.
+const std::vector<SdpaBreakage>& SdpaBreakages();
+const SdpaBreakage& FindSdpaBreakage(const std::string& name);
+
+// Writes a copy of the real sdpa_fp16 template, with `breakage` applied, into `folder`; throws
+// when the text to change is not found exactly once, so a template change cannot silently turn
+// a broken variant into a good one.
+void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage);
+
+}  // namespace evo::test
