@@ -13,6 +13,7 @@
 #include "evaluator/compile_cache.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/gpu_gates.h"
+#include "evaluator/gpu_worker.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "population/sqlite.h"
 
@@ -217,6 +218,7 @@ struct BenchOptions {
   CompileOptions compile;
   bool verify_only = false;
   bool flush_l2 = false;
+  int64_t deadline_ms = 120000;
 };
 
 std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
@@ -224,6 +226,10 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
   AddCompileOptions(app, options->compile);
   app.add_flag("--verify-only", options->verify_only, "run the correctness gate only");
   app.add_flag("--flush-l2", options->flush_l2, "flush the L2 cache before every timed launch");
+  app.add_option("--deadline-ms", options->deadline_ms,
+                 "the GPU worker's time for gates 2 and 3; past it the candidate is a timeout")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   return [&global, options] {
     if (!options->compile.arch.empty()) {
       throw Error("evo bench runs on the GPU that is here and compiles for its arch; drop --arch");
@@ -236,22 +242,47 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
         session.origin(),          outcome,          options->compile.show_log};
     std::optional<GpuVerdict> verdict;
     if (outcome.status == Status::kCompiled) {
-      GpuGates gates(options->compile.device, session.compiler());
+      GpuWorkerOptions worker;
+      worker.device = options->compile.device;
+      worker.template_folders.assign(global.template_folders.begin(),
+                                     global.template_folders.end());
+      if (!options->compile.no_cache) worker.cache_dir = options->compile.cache_dir;
+      WorkerSupervisor supervisor(GpuWorkerCommand(worker));
       TimingOptions timing;
       timing.flush_l2 = options->flush_l2;
-      verdict = gates.Evaluate(session.kernel_template(), session.genome(), session.problem(),
-                               outcome.compiled.cubin, options->verify_only, timing);
+      const std::chrono::milliseconds deadline(options->deadline_ms);
+      verdict = VerdictFromWorker(
+          supervisor.Evaluate(
+              MakeEvaluatePayload(session.kernel_template(), session.genome(), session.problem(),
+                                  outcome.compiled.cubin, options->verify_only, timing),
+              deadline),
+          deadline);
     }
     const Manifest& manifest = session.kernel_template().manifest;
     if (options->compile.json) {
       nlohmann::json json = CompileReportToJson(report);
-      if (verdict) json.update(VerdictToJson(manifest, *verdict));
+      if (verdict) json["gpu"] = VerdictToJson(manifest, *verdict);
       std::cout << json.dump(2) << "\n";
     } else {
       std::cout << CompileReportToText(report);
       if (verdict) std::cout << VerdictToText(manifest, *verdict);
     }
     return verdict && verdict->status == Status::kMeasured ? kExitOk : kExitRejected;
+  };
+}
+
+std::function<int()> SetupWorker(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<GpuWorkerOptions>();
+  auto cache_dir = std::make_shared<std::string>("runs/cache");
+  auto no_cache = std::make_shared<bool>(false);
+  app.add_option("--device", options->device, "the GPU this worker owns")->capture_default_str();
+  app.add_option("--cache-dir", *cache_dir, "compile cache folder")->capture_default_str();
+  app.add_flag("--no-cache", *no_cache, "no compile cache");
+  return [&global, options, cache_dir, no_cache] {
+    options->template_folders.assign(global.template_folders.begin(),
+                                     global.template_folders.end());
+    if (!*no_cache) options->cache_dir = *cache_dir;
+    return RunGpuWorker(*options, std::cin, std::cout);
   };
 }
 
@@ -286,6 +317,8 @@ const Command kCommands[] = {
     {"bench", "Compile one configuration and run it through the correctness and performance gates",
      SetupBench},
     {"info", "Print versions, the GPU driver and the GPUs found", SetupInfo},
+    {"worker", "Serve GPU evaluations for evo on stdin/stdout (started by evo itself)",
+     SetupWorker},
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engine/configuration.h"
+#include "evaluator/gpu_verdict_json.h"
 
 namespace evo::cli {
 namespace {
@@ -179,35 +180,9 @@ std::string CompileReportToText(const CompileReport& report) {
 }
 
 Json VerdictToJson(const Manifest& manifest, const GpuVerdict& verdict) {
-  const CorrectnessFigures& c = verdict.correctness;
-  Json json = {{"status", ToString(verdict.status)}};
-  if (!verdict.error.empty()) {
-    json["error"] = verdict.error;
-    json["poisoned"] = verdict.poisoned;
-  }
-  // JSON has no infinity: a non-finite output shows as a null max_abs_error.
-  json["correctness"] = {
-      {"passed", c.passed},
-      {"checks", c.checks},
-      {"max_abs_error",
-       std::isfinite(c.worst.max_abs_error) ? Json(c.worst.max_abs_error) : Json(nullptr)},
-      {"mean_abs_error", c.worst.mean_abs_error},
-      {"fraction_over_tolerance", c.worst.fraction_over_tolerance},
-      {"elements", c.worst.elements},
-      {"over_tolerance", c.worst.over_tolerance},
-      {"non_finite", c.worst.non_finite},
-      {"atol", manifest.correctness.atol},
-      {"rtol", manifest.correctness.rtol},
-      {"failure", c.failure}};
-  if (verdict.timing) {
-    const TimingFigures& t = *verdict.timing;
-    json["timing"] = {
-        {"median_us", t.median_us},     {"p10_us", t.p10_us},
-        {"p90_us", t.p90_us},           {"min_us", t.min_us},
-        {"repetitions", t.repetitions}, {"launches_per_repetition", t.launches_per_repetition},
-        {"settled", t.settled},         {"l2_flushed", t.l2_flushed},
-        {"tflops", t.tflops},           {"recheck_passed", t.recheck_passed}};
-  }
+  Json json = GpuVerdictToJson(verdict);
+  json["correctness"]["atol"] = manifest.correctness.atol;
+  json["correctness"]["rtol"] = manifest.correctness.rtol;
   return json;
 }
 

@@ -77,6 +77,43 @@ GpuGates::GpuGates(int device_ordinal, Compiler& compiler)
 
 GpuGates::~GpuGates() = default;
 
+void GpuGates::HealthCheck(const KernelTemplate& kernel_template) {
+  const Manifest& manifest = kernel_template.manifest;
+  const ArchInfo arch = device_.arch_info();
+  const Problem problem = DefaultProblem(manifest);
+  const CompileResult compiled =
+      compiler_.Compile({InstantiateSource(kernel_template, manifest.reference, nullptr, problem),
+                         manifest.reference.source_path,
+                         arch.name,
+                         {}});
+  if (!compiled.ok) throw Error("the reference kernel does not compile:\n" + compiled.log);
+  State& state = *state_;
+  const Module module(compiled.cubin);
+  const CUfunction function = module.Function(manifest.reference.entry);
+  const Bindings bindings = CompileBindings(manifest, DefaultGenome(manifest), problem, arch);
+  KernelArguments args(manifest.reference, bindings);
+  const auto inputs = args.Inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    state.kernels.FillNormal(inputs[i]->buffer, inputs[i]->dtype, inputs[i]->elements, i,
+                             state.stream);
+  }
+  for (DeviceTensor* output : args.Outputs()) {
+    state.kernels.PoisonWithNaN(output->buffer, output->dtype, output->elements, state.stream);
+  }
+  Launch(function, ResolveLaunch(manifest.reference, bindings, function, device_.sm_count),
+         state.stream, args.pointers());
+  state.stream.Synchronize();
+  for (DeviceTensor* output : args.Outputs()) {
+    // Compared with itself, an output passes exactly when every element is finite.
+    const ComparisonStats stats = state.kernels.Compare(
+        output->buffer, output->dtype, output->buffer, output->elements, 1, 0, state.stream);
+    if (!stats.passed()) {
+      throw Error("health check: the reference kernel left " + std::to_string(stats.non_finite) +
+                  " elements of " + output->name + " not finite");
+    }
+  }
+}
+
 GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genome& genome,
                               const Problem& problem, const std::string& cubin, bool verify_only,
                               const TimingOptions& timing_options) {

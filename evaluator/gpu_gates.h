@@ -66,6 +66,10 @@ class GpuGates {
                       const Problem& problem, const std::string& cubin, bool verify_only,
                       const TimingOptions& timing);
 
+  // The health check of a fresh worker: the template's reference kernel runs on its default
+  // problem and writes finite values everywhere. Throws CudaError or evo::Error when it cannot.
+  void HealthCheck(const KernelTemplate& kernel_template);
+
  private:
   struct State;
   DeviceInfo device_;

@@ -33,7 +33,7 @@ TEST_CASE("every broken sdpa variant applies to the real template and still comp
     test::TempDir dir;
     test::WriteBrokenSdpa(dir.path(), breakage);
     const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
-    const KernelTemplate& broken = library.Find("sdpa_fp16");
+    const KernelTemplate& broken = library.Find(test::BrokenSdpaName(breakage));
     Problem problem = DefaultProblem(broken.manifest);
     problem["CAUSAL"] = 1;
     NvrtcCompiler compiler;
@@ -127,7 +127,8 @@ TEST_CASE("the correctness gate rejects broken sdpa kernels and passes the real 
     test::TempDir dir;
     test::WriteBrokenSdpa(dir.path(), test::FindSdpaBreakage(name));
     const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
-    const GpuVerdict broken = evaluate(library.Find("sdpa_fp16"), 1);
+    const GpuVerdict broken =
+        evaluate(library.Find(test::BrokenSdpaName(test::FindSdpaBreakage(name))), 1);
     INFO(broken.correctness.failure);
     CHECK(broken.status == Status::kIncorrect);
     CHECK_FALSE(broken.correctness.passed);

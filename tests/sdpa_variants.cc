@@ -29,6 +29,8 @@ const SdpaBreakage& FindSdpaBreakage(const std::string& name) {
   throw std::invalid_argument("no sdpa breakage " + name);
 }
 
+std::string BrokenSdpaName(const SdpaBreakage& breakage) { return "sdpa_fp16_" + breakage.name; }
+
 void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage) {
   const std::filesystem::path original = SourceDir() / "kernel_templates" / "sdpa_fp16";
   std::string source = ReadFile(original / "sdpa_fp16.cu");
@@ -40,7 +42,12 @@ void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& br
   source.replace(at, breakage.find.size(), breakage.replace);
   WriteFile(folder / "sdpa_fp16.cu", source);
   WriteFile(folder / "reference.cu", ReadFile(original / "reference.cu"));
-  WriteFile(folder / "manifest.json", ReadFile(original / "manifest.json"));
+  std::string manifest = ReadFile(original / "manifest.json");
+  const std::string name = "\"name\": \"sdpa_fp16\"";
+  const size_t name_at = manifest.find(name);
+  if (name_at == std::string::npos) throw std::runtime_error("sdpa_fp16's manifest has no name");
+  manifest.replace(name_at, name.size(), "\"name\": \"" + BrokenSdpaName(breakage) + "\"");
+  WriteFile(folder / "manifest.json", manifest);
 }
 
 }  // namespace evo::test

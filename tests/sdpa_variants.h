@@ -17,6 +17,9 @@ struct SdpaBreakage {
 const std::vector<SdpaBreakage>& SdpaBreakages();
 const SdpaBreakage& FindSdpaBreakage(const std::string& name);
 
+// The template name of a broken variant, so that it can sit beside the real one.
+std::string BrokenSdpaName(const SdpaBreakage& breakage);
+
 // Writes a copy of the real sdpa_fp16 template, with `breakage` applied, into `folder`; throws
 // when the text to change is not found exactly once, so a template change cannot silently turn
 // a broken variant into a good one.

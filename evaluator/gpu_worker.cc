@@ -1,0 +1,194 @@
+#include "evaluator/gpu_worker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <memory>
+
+#include "common/base64.h"
+#include "common/error.h"
+#include "evaluator/compile_cache.h"
+#include "evaluator/cuda_errors.h"
+#include "evaluator/gpu_verdict_json.h"
+#include "evaluator/nvrtc_compiler.h"
+#include "evaluator/worker_protocol.h"
+
+namespace evo {
+namespace {
+
+TimingOptions TimingFromJson(const nlohmann::json& json) {
+  TimingOptions timing;
+  timing.warmup_ms = json.at("warmup_ms").get<double>();
+  timing.min_repetitions = json.at("min_repetitions").get<int>();
+  timing.max_repetitions = json.at("max_repetitions").get<int>();
+  timing.max_total_ms = json.at("max_total_ms").get<double>();
+  timing.target_spread = json.at("target_spread").get<double>();
+  timing.target_repetition_us = json.at("target_repetition_us").get<double>();
+  timing.flush_l2 = json.at("flush_l2").get<bool>();
+  return timing;
+}
+
+// Everything a worker holds between requests.
+class WorkerState {
+ public:
+  explicit WorkerState(const GpuWorkerOptions& options)
+      : options_(options), library_(TemplateLibrary::Load(options.template_folders)) {
+    if (!options.cache_dir.empty()) {
+      cache_ = std::make_unique<CompileCache>(options.cache_dir);
+      caching_ = std::make_unique<CachingCompiler>(nvrtc_, *cache_);
+    }
+  }
+
+  WorkerReply Handle(const WorkerRequest& request) {
+    WorkerReply reply;
+    reply.id = request.id;
+    try {
+      if (!gates_) {
+        gates_ = std::make_unique<GpuGates>(options_.device, compiler());
+      }
+      if (request.type == RequestType::kHealth) {
+        gates_->HealthCheck(library_.templates().front());
+        reply.ok = true;
+        reply.result = {{"device", gates_->device().name}};
+        return reply;
+      }
+      const nlohmann::json& payload = request.payload;
+      const KernelTemplate& kernel_template =
+          library_.Find(payload.at("template").get<std::string>());
+      if (payload.at("template_hash").get<std::string>() != kernel_template.source_hash) {
+        throw Error("the worker's template " + kernel_template.manifest.name +
+                    " is another version than evo's");
+      }
+      const Genome genome = payload.at("genome").get<Genome>();
+      const Problem problem = payload.at("problem").get<Problem>();
+      CheckGenome(kernel_template.manifest, genome);
+      CheckProblem(kernel_template.manifest, problem);
+      const std::optional<std::string> cubin =
+          Base64Decode(payload.at("cubin_base64").get<std::string>());
+      if (!cubin) throw Error("the cubin is not base64");
+      const GpuVerdict verdict = gates_->Evaluate(kernel_template, genome, problem, *cubin,
+                                                  payload.at("verify_only").get<bool>(),
+                                                  TimingFromJson(payload.at("timing")));
+      if (verdict.status == Status::kRuntimeError) {
+        reply.ok = false;
+        reply.error = verdict.error;
+        reply.poisoned = verdict.poisoned;
+      } else {
+        reply.ok = true;
+        reply.result = GpuVerdictToJson(verdict);
+      }
+    } catch (const CudaError& error) {
+      reply.ok = false;
+      reply.error = error.what();
+      reply.poisoned = PoisonsContext(error.result());
+    } catch (const std::exception& error) {
+      // Not the candidate's fault, but the worker cannot say more; a fresh one starts clean.
+      reply.ok = false;
+      reply.error = std::string("worker: ") + error.what();
+      reply.poisoned = true;
+    }
+    return reply;
+  }
+
+ private:
+  Compiler& compiler() { return caching_ ? static_cast<Compiler&>(*caching_) : nvrtc_; }
+
+  GpuWorkerOptions options_;
+  TemplateLibrary library_;
+  NvrtcCompiler nvrtc_;
+  std::unique_ptr<CompileCache> cache_;
+  std::unique_ptr<CachingCompiler> caching_;
+  std::unique_ptr<GpuGates> gates_;
+};
+
+}  // namespace
+
+int RunGpuWorker(const GpuWorkerOptions& options, std::istream& in, std::ostream& out) {
+  WorkerState state(options);
+  std::string line;
+  while (std::getline(in, line)) {
+    const Decoded<WorkerRequest> request = DecodeRequest(line);
+    if (!request.ok()) {
+      spdlog::error("worker: unreadable request: {}", request.problem);
+      return 2;
+    }
+    const WorkerReply reply = state.Handle(*request.message);
+    out << EncodeReply(reply) << '\n' << std::flush;
+    // A poisoned context fails everything after it; the supervisor replaces this worker.
+    if (!reply.ok && reply.poisoned) return 3;
+  }
+  return 0;
+}
+
+std::vector<std::string> GpuWorkerCommand(const GpuWorkerOptions& options) {
+  const std::filesystem::path executable = options.executable.empty()
+                                               ? std::filesystem::read_symlink("/proc/self/exe")
+                                               : options.executable;
+  std::vector<std::string> argv = {executable.string(), "worker", "--device",
+                                   std::to_string(options.device)};
+  for (const auto& folder : options.template_folders) {
+    argv.push_back("--templates");
+    argv.push_back(folder.string());
+  }
+  if (!options.cache_dir.empty()) {
+    argv.push_back("--cache-dir");
+    argv.push_back(options.cache_dir.string());
+  } else {
+    argv.push_back("--no-cache");
+  }
+  return argv;
+}
+
+nlohmann::json MakeEvaluatePayload(const KernelTemplate& kernel_template, const Genome& genome,
+                                   const Problem& problem, const std::string& cubin,
+                                   bool verify_only, const TimingOptions& timing) {
+  return {{"template", kernel_template.manifest.name},
+          {"template_hash", kernel_template.source_hash},
+          {"genome", genome},
+          {"problem", problem},
+          {"cubin_base64", Base64Encode(cubin)},
+          {"verify_only", verify_only},
+          {"timing",
+           {{"warmup_ms", timing.warmup_ms},
+            {"min_repetitions", timing.min_repetitions},
+            {"max_repetitions", timing.max_repetitions},
+            {"max_total_ms", timing.max_total_ms},
+            {"target_spread", timing.target_spread},
+            {"target_repetition_us", timing.target_repetition_us},
+            {"flush_l2", timing.flush_l2}}}};
+}
+
+GpuVerdict VerdictFromWorker(const WorkerVerdict& answer, std::chrono::milliseconds deadline) {
+  GpuVerdict verdict;
+  switch (answer.kind) {
+    case VerdictKind::kOk:
+      try {
+        return GpuVerdictFromJson(answer.result);
+      } catch (const std::exception& error) {
+        verdict.status = Status::kRuntimeError;
+        verdict.error = std::string("the worker's verdict is unreadable: ") + error.what();
+        return verdict;
+      }
+    case VerdictKind::kCudaError:
+      verdict.status = Status::kRuntimeError;
+      verdict.error = answer.message;
+      verdict.poisoned = answer.poisoned;
+      return verdict;
+    case VerdictKind::kTimeout:
+      verdict.status = Status::kTimeout;
+      verdict.error = "no verdict within the deadline of " + std::to_string(deadline.count()) +
+                      " ms; the worker was killed";
+      return verdict;
+    case VerdictKind::kCrashed:
+      verdict.status = Status::kRuntimeError;
+      verdict.error = "the worker crashed: " + answer.message;
+      return verdict;
+    case VerdictKind::kGarbage:
+      verdict.status = Status::kRuntimeError;
+      verdict.error = "the worker answered garbage: " + answer.message;
+      return verdict;
+  }
+  return verdict;
+}
+
+}  // namespace evo

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/template_library.h"
+#include "evaluator/gpu_gates.h"
+#include "evaluator/worker_supervisor.h"
+
+namespace evo {
+
+struct GpuWorkerOptions {
+  std::filesystem::path executable;  // the evo binary; empty: this very process's binary
+  int device = 0;
+  std::vector<std::filesystem::path> template_folders;
+  std::filesystem::path cache_dir;  // empty: no compile cache
+};
+
+// The worker process: owns one GPU's context and answers the supervisor's requests on
+// `in`/`out` (evaluator/worker_protocol.h) until `in` closes. Returns the process's exit code.
+int RunGpuWorker(const GpuWorkerOptions& options, std::istream& in, std::ostream& out);
+
+// The command that starts a worker: `evo worker ...`.
+std::vector<std::string> GpuWorkerCommand(const GpuWorkerOptions& options);
+
+// What the supervisor sends for one candidate.
+nlohmann::json MakeEvaluatePayload(const KernelTemplate& kernel_template, const Genome& genome,
+                                   const Problem& problem, const std::string& cubin,
+                                   bool verify_only, const TimingOptions& timing);
+
+// The candidate's verdict from however the worker answered: figures when it did, else
+// runtime_error (a CUDA error, a crash, garbage) or timeout, with what happened.
+GpuVerdict VerdictFromWorker(const WorkerVerdict& answer, std::chrono::milliseconds deadline);
+
+}  // namespace evo
