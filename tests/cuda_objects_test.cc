@@ -1,7 +1,8 @@
+#include "evaluator/cuda_objects.h"
+
 #include <catch2/catch.hpp>
 
 #include "evaluator/cuda_driver.h"
-#include "evaluator/cuda_objects.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "tests/test_support.h"
 
@@ -25,7 +26,9 @@ TEST_CASE("driver objects: a JIT-compiled kernel runs and is timed with events",
             int i = blockIdx.x * blockDim.x + threadIdx.x;
             if (i < n) y[i] = a * x[i] + y[i];
           })",
-       "axpy.cu", device.arch(), {}});
+       "axpy.cu",
+       device.arch(),
+       {}});
   REQUIRE(compiled.ok);
 
   Context context(0);

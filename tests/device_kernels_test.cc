@@ -1,10 +1,10 @@
-#include "evaluator/cuda_driver.h"
 #include "evaluator/device_kernels.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>
 
 #include "common/half.h"
+#include "evaluator/cuda_driver.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "tests/test_support.h"
 
