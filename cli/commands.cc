@@ -128,7 +128,7 @@ std::function<int()> SetupTemplates(CLI::App& app, const GlobalOptions& global) 
   };
 }
 
-void AddCompileOptions(CLI::App& app, CompileOptions& options) {
+void AddCompileOptions(CLI::App& app, CompileOptions& options, bool with_device = true) {
   app.add_option("--template,-t", options.template_name, "template name")->capture_default_str();
   app.add_option("--set,-s", options.settings,
                  "KNOB=VALUE (repeatable); unset knobs keep their defaults");
@@ -136,8 +136,10 @@ void AddCompileOptions(CLI::App& app, CompileOptions& options) {
                  "B,H,S,D or B,H,S_q,S_kv,D (default: the template's default problem)");
   app.add_flag("--causal", options.causal, "causal attention");
   app.add_option("--arch", options.arch, "target, e.g. sm_90 (default: the GPU that is here)");
-  app.add_option("--device", options.device, "the GPU to use (its arch when --arch is not given)")
-      ->capture_default_str();
+  if (with_device) {
+    app.add_option("--device", options.device, "the GPU whose arch to use when --arch is not given")
+        ->capture_default_str();
+  }
   app.add_option("--cache-dir", options.cache_dir, "compile cache folder")->capture_default_str();
   app.add_flag("--no-cache", options.no_cache, "neither read nor fill the compile cache");
   app.add_flag("--allow-spills", options.allow_spills, "let register spills pass the gate");
@@ -216,6 +218,7 @@ std::function<int()> SetupCompile(CLI::App& app, const GlobalOptions& global) {
 
 struct BenchOptions {
   CompileOptions compile;
+  std::string gpus = "all";
   bool verify_only = false;
   bool flush_l2 = false;
   int64_t deadline_ms = 120000;
@@ -223,7 +226,10 @@ struct BenchOptions {
 
 std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<BenchOptions>();
-  AddCompileOptions(app, options->compile);
+  AddCompileOptions(app, options->compile, false);
+  app.add_option("--gpus", options->gpus,
+                 "the GPUs to run on, e.g. 0,1, each through its own worker (default: all)")
+      ->capture_default_str();
   app.add_flag("--verify-only", options->verify_only, "run the correctness gate only");
   app.add_flag("--flush-l2", options->flush_l2, "flush the L2 cache before every timed launch");
   app.add_option("--deadline-ms", options->deadline_ms,
@@ -234,40 +240,69 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
     if (!options->compile.arch.empty()) {
       throw Error("evo bench runs on the GPU that is here and compiles for its arch; drop --arch");
     }
-    QueryDevices();  // says plainly that there is no GPU, before any compile
+    const std::vector<DeviceInfo> devices = QueryDevices();  // says plainly when there is none
+    const std::vector<int> gpus = SelectGpus(options->gpus, static_cast<int>(devices.size()));
+    for (int gpu : gpus) {
+      if (devices[static_cast<size_t>(gpu)].arch() !=
+          devices[static_cast<size_t>(gpus[0])].arch()) {
+        throw Error("GPUs " + std::to_string(gpus[0]) + " and " + std::to_string(gpu) +
+                    " differ in arch; bench them one --gpus at a time");
+      }
+    }
+    options->compile.device = gpus.front();
     CompileSession session(global, options->compile);
     const CompileOutcome outcome = session.RunGate(options->compile.allow_spills);
     const CompileReport report{
         session.kernel_template(), session.genome(), session.problem(),
         session.origin(),          outcome,          options->compile.show_log};
-    std::optional<GpuVerdict> verdict;
+    // One verdict per GPU, each from that GPU's own worker.
+    std::vector<std::pair<int, GpuVerdict>> verdicts;
     if (outcome.status == Status::kCompiled) {
-      GpuWorkerOptions worker;
-      worker.device = options->compile.device;
-      worker.template_folders.assign(global.template_folders.begin(),
-                                     global.template_folders.end());
-      if (!options->compile.no_cache) worker.cache_dir = options->compile.cache_dir;
-      WorkerSupervisor supervisor(GpuWorkerCommand(worker));
       TimingOptions timing;
       timing.flush_l2 = options->flush_l2;
       const std::chrono::milliseconds deadline(options->deadline_ms);
-      verdict = VerdictFromWorker(
-          supervisor.Evaluate(
-              MakeEvaluatePayload(session.kernel_template(), session.genome(), session.problem(),
-                                  outcome.compiled.cubin, options->verify_only, timing),
-              deadline),
-          deadline);
+      for (int gpu : gpus) {
+        GpuWorkerOptions worker;
+        worker.device = gpu;
+        worker.template_folders.assign(global.template_folders.begin(),
+                                       global.template_folders.end());
+        if (!options->compile.no_cache) worker.cache_dir = options->compile.cache_dir;
+        WorkerSupervisor supervisor(GpuWorkerCommand(worker));
+        verdicts.emplace_back(
+            gpu,
+            VerdictFromWorker(
+                supervisor.Evaluate(MakeEvaluatePayload(session.kernel_template(), session.genome(),
+                                                        session.problem(), outcome.compiled.cubin,
+                                                        options->verify_only, timing),
+                                    deadline),
+                deadline));
+      }
     }
     const Manifest& manifest = session.kernel_template().manifest;
+    bool all_measured = !verdicts.empty();
+    for (const auto& [gpu, verdict] : verdicts) {
+      all_measured = all_measured && verdict.status == Status::kMeasured;
+    }
     if (options->compile.json) {
       nlohmann::json json = CompileReportToJson(report);
-      if (verdict) json["gpu"] = VerdictToJson(manifest, *verdict);
+      json["gpus"] = nlohmann::json::array();
+      for (const auto& [gpu, verdict] : verdicts) {
+        nlohmann::json entry = VerdictToJson(manifest, verdict);
+        entry["gpu"] = gpu;
+        entry["device"] = devices[static_cast<size_t>(gpu)].name;
+        json["gpus"].push_back(entry);
+      }
       std::cout << json.dump(2) << "\n";
     } else {
       std::cout << CompileReportToText(report);
-      if (verdict) std::cout << VerdictToText(manifest, *verdict);
+      for (const auto& [gpu, verdict] : verdicts) {
+        if (verdicts.size() > 1) {
+          std::cout << "gpu " << gpu << " (" << devices[static_cast<size_t>(gpu)].name << ")\n";
+        }
+        std::cout << VerdictToText(manifest, verdict);
+      }
     }
-    return verdict && verdict->status == Status::kMeasured ? kExitOk : kExitRejected;
+    return all_measured ? kExitOk : kExitRejected;
   };
 }
 

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -118,6 +119,34 @@ int RunGpuWorker(const GpuWorkerOptions& options, std::istream& in, std::ostream
     if (!reply.ok && reply.poisoned) return 3;
   }
   return 0;
+}
+
+std::vector<int> SelectGpus(const std::string& spec, int device_count) {
+  std::vector<int> gpus;
+  if (spec == "all") {
+    for (int gpu = 0; gpu < device_count; ++gpu) gpus.push_back(gpu);
+    if (gpus.empty()) throw Error("no GPU is here");
+    return gpus;
+  }
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::optional<int64_t> value =
+        ParseInteger(std::string_view(spec).substr(start, comma - start));
+    if (!value || *value < 0) {
+      throw Error("malformed --gpus '" + spec + "': expected all or GPU numbers like 0,1");
+    }
+    if (*value >= device_count) {
+      throw Error("there is no GPU " + std::to_string(*value) + " (found " +
+                  std::to_string(device_count) + ")");
+    }
+    if (std::find(gpus.begin(), gpus.end(), *value) != gpus.end()) {
+      throw Error("GPU " + std::to_string(*value) + " is named twice in --gpus");
+    }
+    gpus.push_back(static_cast<int>(*value));
+    start = comma + 1;
+  }
+  return gpus;
 }
 
 std::vector<std::string> GpuWorkerCommand(const GpuWorkerOptions& options) {

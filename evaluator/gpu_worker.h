@@ -24,6 +24,10 @@ struct GpuWorkerOptions {
 // `in`/`out` (evaluator/worker_protocol.h) until `in` closes. Returns the process's exit code.
 int RunGpuWorker(const GpuWorkerOptions& options, std::istream& in, std::ostream& out);
 
+// The GPUs named by `--gpus`: "all", or a comma-separated list of ordinals, each of a GPU that
+// is here and named once. Throws evo::Error saying what is wrong.
+std::vector<int> SelectGpus(const std::string& spec, int device_count);
+
 // The command that starts a worker: `evo worker ...`.
 std::vector<std::string> GpuWorkerCommand(const GpuWorkerOptions& options);
 
