@@ -55,6 +55,15 @@ __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 
 // ---- PTX wrappers (all memory traffic and fp16 conversions of the kernel go through these) ----
 
+// Volatile, so nothing derived from the thread index is hoisted out of the persistent tile loop:
+// kept live across tiles, those addresses cost up to ~70 registers (spills at D = 128). Not
+// __noinline__ instead, because ptxas -v would then report the spills under a second function.
+__device__ __forceinline__ int thread_index() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(t));
+  return t;
+}
+
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -170,7 +179,7 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
 #else
   constexpr float kScale = static_cast<float>(1.0 / const_sqrt(HEAD_DIM));
 #endif
-  const int tid = threadIdx.x;
+  const int tid = thread_index();
   const int warp = tid / 32;
   const int lane = tid % 32;
   const int group = lane >> 2;  // mma fragment row within an 8-row half
