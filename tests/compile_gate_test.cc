@@ -15,17 +15,6 @@ struct SdpaConfig {
   int64_t causal;
 };
 
-Genome MakeGenome(const Manifest& manifest, const std::string& settings) {
-  Genome genome = DefaultGenome(manifest);
-  size_t start = 0;
-  while (start < settings.size()) {
-    const size_t space = std::min(settings.find(' ', start), settings.size());
-    ApplyKnobSetting(manifest, settings.substr(start, space - start), genome);
-    start = space + 1;
-  }
-  return genome;
-}
-
 CompileOutcome CompileSdpa(const SdpaConfig& config, const std::string& arch,
                            bool allow_spills = false) {
   static const TemplateLibrary library = TemplateLibrary::Load({});
@@ -34,8 +23,8 @@ CompileOutcome CompileSdpa(const SdpaConfig& config, const std::string& arch,
   problem["D"] = config.head_dim;
   problem["CAUSAL"] = config.causal;
   NvrtcCompiler compiler;
-  return RunCompileGate(sdpa, MakeGenome(sdpa.manifest, config.settings), problem, ArchByName(arch),
-                        compiler, {allow_spills});
+  return RunCompileGate(sdpa, test::GenomeFromSettings(sdpa.manifest, config.settings), problem,
+                        ArchByName(arch), compiler, {allow_spills});
 }
 
 // A sample across the knob space: tile shapes, warp counts, pipeline depths, both exp paths,

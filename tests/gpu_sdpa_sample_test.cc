@@ -36,13 +36,7 @@ TEST_CASE("sdpa_fp16 passes the correctness gate across a sample of configuratio
   int evaluated = 0;
   size_t shape_index = 0;
   for (const char* settings : configs) {
-    Genome genome = DefaultGenome(manifest);
-    std::string text = settings;
-    for (size_t start = 0; start < text.size();) {
-      const size_t space = std::min(text.find(' ', start), text.size());
-      ApplyKnobSetting(manifest, text.substr(start, space - start), genome);
-      start = space + 1;
-    }
+    const Genome genome = test::GenomeFromSettings(manifest, settings);
     for (int64_t d : {64, 128}) {
       for (int64_t causal : {0, 1}) {
         // Two shapes per (config, D, causal), walking round the list.

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -26,6 +27,16 @@ std::string ShellQuote(const std::string& text) {
 }
 
 }  // namespace
+
+Genome GenomeFromSettings(const Manifest& manifest, const std::string& settings) {
+  Genome genome = DefaultGenome(manifest);
+  for (size_t start = 0; start < settings.size();) {
+    const size_t space = std::min(settings.find(' ', start), settings.size());
+    ApplyKnobSetting(manifest, settings.substr(start, space - start), genome);
+    start = space + 1;
+  }
+  return genome;
+}
 
 std::filesystem::path EvoBinary() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path() / "evo";

@@ -4,7 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "engine/genome.h"
+
 namespace evo::test {
+
+// The template's defaults with space-separated "KNOB=VALUE" settings applied.
+Genome GenomeFromSettings(const Manifest& manifest, const std::string& settings);
 
 // A fresh folder under the system's temporary folder, removed with everything in it.
 class TempDir {
