@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/genome.h"
+#include "evaluator/candidate_outcome.h"
+
+namespace evo {
+
+// A configuration the engine proposes, with where it came from.
+struct Proposal {
+  Genome genome;
+  // How it was made, for people reading the history: "default", "random",
+  // "mutate BLOCK_N 64->128", "mutate STAGES 3->2 (insight: spills)", "crossover", "repair ...".
+  std::string operator_name;
+  std::optional<int64_t> parent1;  // candidate ids
+  std::optional<int64_t> parent2;
+};
+
+enum class CandidateState { kPending, kFinished };
+
+// One candidate of a run as the population stores it.
+struct CandidateRecord {
+  int64_t id = 0;
+  int64_t run_id = 0;
+  std::string config_id;  // ConfigurationId: unique within a run
+  int generation = 0;
+  Proposal proposal;
+  CandidateState state = CandidateState::kPending;
+  CandidateOutcome outcome;  // meaningful once finished
+  // The confirming re-measurement that lets a measured candidate into the elite; its median is
+  // the candidate's score. Absent for candidates never confirmed.
+  std::optional<TimingFigures> confirmation;
+  std::string created_at;   // ISO 8601, UTC
+  std::string finished_at;  // empty while pending
+
+  std::optional<double> score_us() const {
+    if (state != CandidateState::kFinished || outcome.status != Status::kMeasured ||
+        !confirmation) {
+      return std::nullopt;
+    }
+    return confirmation->median_us;
+  }
+};
+
+}  // namespace evo

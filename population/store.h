@@ -1,0 +1,114 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/candidate.h"
+#include "engine/genome.h"
+#include "population/sqlite.h"
+
+namespace evo {
+
+// What a run searches and how; written when the run is created.
+struct RunSpec {
+  std::string template_name;
+  std::string template_hash;  // KernelTemplate::source_hash of the version searched
+  Problem problem;
+  std::string arch;            // "sm_90"
+  std::string device;          // the GPU's name (for a replay: the GPU the recording came from)
+  std::string evaluator;       // "gpu", or "replay <file>"
+  std::string driver_version;  // "13.0"; empty when no driver was involved
+  std::string nvrtc_version;
+  std::string evo_version;
+  uint64_t seed = 0;
+  int64_t budget = 0;       // candidates that reach the gates
+  int elite_size = 3;       // K of the Top-K elite
+  int generation_size = 16;
+  int patience = 0;  // generations without improvement before the run stops; 0: no limit
+};
+
+enum class RunState {
+  kRunning,   // being searched, or its process was killed: resumable
+  kPaused,    // stopped on purpose (time limit, Ctrl-C): resumable
+  kFinished,  // budget spent, patience out or space exhausted; a larger budget extends it
+};
+
+std::string_view ToString(RunState state);
+std::optional<RunState> RunStateFromString(std::string_view name);
+
+struct RunRecord {
+  int64_t id = 0;
+  RunSpec spec;
+  RunState state = RunState::kRunning;
+  std::string stop_reason;  // why it last stopped; empty while running
+  std::string created_at;   // ISO 8601, UTC
+  std::string updated_at;
+  int64_t finished_candidates = 0;  // that reached the gates: what the budget counts
+  int64_t pending_candidates = 0;
+};
+
+// The population of every run in one SQLite file: runs, candidates with their genome, parents,
+// operator, generation, status and every figure from the gates, and each run's elite.
+//
+// The file is stamped with an application id and a schema version; older schemas are migrated
+// when opened for writing, newer ones refused. WAL journal, synchronous=FULL and a busy timeout,
+// so readers (`evo show`) never block the writer and a committed candidate survives a power cut.
+// Opening checks integrity; a file that is not an evo database, is corrupt, or has a newer
+// schema gives evo::Error saying so, and the file is left exactly as it was.
+class PopulationStore {
+ public:
+  static constexpr int kSchemaVersion = 2;
+  static constexpr int32_t kApplicationId = 0x65766f21;  // "evo!"
+
+  enum class Access { kReadWrite, kReadOnly };
+
+  // kReadWrite creates the file (and its folder) when missing; kReadOnly requires it.
+  PopulationStore(const std::filesystem::path& path, Access access);
+
+  const std::filesystem::path& path() const { return db_.path(); }
+  // The schema version the file had when opened (0 for a file this call created).
+  int opened_schema_version() const { return opened_schema_version_; }
+
+  int64_t CreateRun(const RunSpec& spec);
+  std::optional<RunRecord> FindRun(int64_t run_id);
+  std::vector<RunRecord> Runs();  // by id
+  void SetRunState(int64_t run_id, RunState state, std::string_view stop_reason);
+  // A resumed run may be given a larger budget or other patience; nothing else of a run changes.
+  void SetRunBudget(int64_t run_id, int64_t budget);
+  void SetRunPatience(int64_t run_id, int patience);
+
+  // One transaction: the proposals of one generation, as pending candidates in the given order.
+  // Returns their ids. Throws evo::Error when a config id is already in the run.
+  std::vector<int64_t> AddPending(int64_t run_id, int generation,
+                                  const std::vector<std::pair<std::string, Proposal>>& proposals);
+
+  // One transaction per finished candidate: its outcome and confirmation, and the run's elite
+  // recomputed from every stored candidate (ElitePolicy). Throws when the candidate is unknown
+  // or already finished.
+  void Finish(int64_t candidate_id, const CandidateOutcome& outcome,
+              const std::optional<TimingFigures>& confirmation);
+
+  std::vector<CandidateRecord> Candidates(int64_t run_id);  // by id
+  std::optional<CandidateRecord> FindCandidate(int64_t candidate_id);
+  std::vector<CandidateRecord> Elite(int64_t run_id);  // best first
+
+ private:
+  void Migrate();
+  sqlite::Database db_;
+  int opened_schema_version_ = 0;
+};
+
+// The elite rule, which the store applies on every Finish and tests recompute: among a run's
+// finished candidates with a score (CandidateRecord::score_us), the `elite_size` lowest scores,
+// ties broken by the lower candidate id.
+std::vector<CandidateRecord> SelectElite(const std::vector<CandidateRecord>& candidates,
+                                         int elite_size);
+
+// The SQL that created schema version 1, kept so that the migration from it stays tested.
+std::string_view SchemaVersion1Sql();
+
+}  // namespace evo
