@@ -49,7 +49,13 @@ std::string InstantiateSource(const KernelTemplate& kernel_template, const Kerne
 
 std::string ConfigurationId(const KernelTemplate& kernel_template, const Genome& genome,
                             const Problem& problem, std::string_view arch) {
-  std::string key = kernel_template.manifest.name + "\n" + kernel_template.source_hash + "\n";
+  return ConfigurationId(kernel_template.manifest.name, kernel_template.source_hash, genome,
+                         problem, arch);
+}
+
+std::string ConfigurationId(std::string_view template_name, std::string_view template_hash,
+                            const Genome& genome, const Problem& problem, std::string_view arch) {
+  std::string key = std::string(template_name) + "\n" + std::string(template_hash) + "\n";
   for (const auto& [name, value] : genome) key += name + "=" + std::to_string(value) + ";";
   key += "\n";
   for (const auto& [name, value] : problem) key += name + "=" + std::to_string(value) + ";";

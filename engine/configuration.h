@@ -34,5 +34,8 @@ std::string InstantiateSource(const KernelTemplate& kernel_template, const Kerne
 // the arch. The database and the search key on it.
 std::string ConfigurationId(const KernelTemplate& kernel_template, const Genome& genome,
                             const Problem& problem, std::string_view arch);
+// The same, from the template's name and version hash (a run stores those).
+std::string ConfigurationId(std::string_view template_name, std::string_view template_hash,
+                            const Genome& genome, const Problem& problem, std::string_view arch);
 
 }  // namespace evo

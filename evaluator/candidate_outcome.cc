@@ -54,6 +54,7 @@ nlohmann::json CandidateOutcomeToJson(const CandidateOutcome& outcome) {
                          {"dynamic_smem", outcome.dynamic_smem},
                          {"compile_ms", outcome.compile_ms},
                          {"compile_cached", outcome.compile_cached},
+                         {"compile_log", outcome.compile_log},
                          {"gpu_ms", outcome.gpu_ms}};
   if (outcome.resources) json["resources"] = KernelResourcesToJson(*outcome.resources);
   if (outcome.gpu) json["gpu"] = GpuVerdictToJson(*outcome.gpu);
@@ -70,6 +71,7 @@ CandidateOutcome CandidateOutcomeFromJson(const nlohmann::json& json) {
   outcome.dynamic_smem = json.at("dynamic_smem").get<int64_t>();
   outcome.compile_ms = json.at("compile_ms").get<double>();
   outcome.compile_cached = json.at("compile_cached").get<bool>();
+  outcome.compile_log = json.value("compile_log", "");
   outcome.gpu_ms = json.at("gpu_ms").get<double>();
   if (json.contains("resources")) outcome.resources = KernelResourcesFromJson(json["resources"]);
   if (json.contains("gpu")) outcome.gpu = GpuVerdictFromJson(json["gpu"]);

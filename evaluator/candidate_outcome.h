@@ -22,6 +22,7 @@ struct CandidateOutcome {
   int64_t dynamic_smem = 0;
   double compile_ms = 0;  // NVRTC's own time, also when served from the compile cache
   bool compile_cached = false;
+  std::string compile_log;  // NVRTC's log (the ptxas report, warnings, errors), capped at 16 KiB
 
   // Gates 2 and 3: set once the candidate reached the GPU.
   std::optional<GpuVerdict> gpu;

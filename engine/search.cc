@@ -1,0 +1,191 @@
+#include "engine/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+#include "engine/configuration.h"
+
+namespace evo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t ReachedGates(const std::vector<CandidateRecord>& candidates) {
+  return std::count_if(candidates.begin(), candidates.end(), [](const CandidateRecord& c) {
+    return c.state == CandidateState::kFinished && c.outcome.reached_gates();
+  });
+}
+
+// What counts as better than `incumbent`: more than the noise of its confirming measurement.
+double ImprovementThresholdUs(const CandidateRecord& incumbent) {
+  const TimingFigures& t = *incumbent.confirmation;
+  return std::max(0.01 * t.median_us, 0.5 * (t.p90_us - t.p10_us));
+}
+
+}  // namespace
+
+std::string_view ToString(StopReason reason) {
+  switch (reason) {
+    case StopReason::kBudget:
+      return "budget reached";
+    case StopReason::kPatience:
+      return "patience out";
+    case StopReason::kTimeLimit:
+      return "time limit";
+    case StopReason::kInterrupted:
+      return "interrupted";
+    case StopReason::kExhausted:
+      return "search space exhausted";
+  }
+  return "?";
+}
+
+int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates) {
+  int last_generation = -1;
+  for (const CandidateRecord& c : candidates) last_generation = std::max(last_generation, c.generation);
+  const CandidateRecord* best = nullptr;
+  int stale = 0;
+  for (int generation = 0; generation <= last_generation; ++generation) {
+    const CandidateRecord* generation_best = nullptr;
+    bool complete = true;
+    for (const CandidateRecord& c : candidates) {
+      if (c.generation != generation) continue;
+      if (c.state != CandidateState::kFinished) complete = false;
+      const std::optional<double> score = c.score_us();
+      if (score && (generation_best == nullptr || *score < *generation_best->score_us())) {
+        generation_best = &c;
+      }
+    }
+    if (!complete) break;
+    if (generation_best != nullptr &&
+        (best == nullptr ||
+         *generation_best->score_us() < *best->score_us() - ImprovementThresholdUs(*best))) {
+      best = generation_best;
+      stale = 0;
+    } else {
+      ++stale;
+    }
+  }
+  return stale;
+}
+
+Search::Search(PopulationStore& store, int64_t run_id, const SearchSpace& space,
+               CandidateEvaluator& evaluator, SearchOptions options)
+    : store_(store),
+      run_id_(run_id),
+      space_(space),
+      evaluator_(evaluator),
+      options_(std::move(options)) {}
+
+SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_progress,
+                          const std::atomic<bool>& stop) {
+  const std::optional<RunRecord> run = store_.FindRun(run_id_);
+  if (!run) throw Error("there is no run " + std::to_string(run_id_));
+  const RunSpec& spec = run->spec;
+  Evolution evolution(space_, spec.seed, options_.evolution);
+  store_.SetRunState(run_id_, RunState::kRunning, "");
+
+  const Clock::time_point start = Clock::now();
+  SearchSummary summary;
+  const auto finish = [&](StopReason reason) {
+    summary.reason = reason;
+    summary.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    summary.per_minute =
+        summary.seconds > 0 ? static_cast<double>(summary.evaluated_now) * 60 / summary.seconds : 0;
+    const bool resumable = reason == StopReason::kTimeLimit || reason == StopReason::kInterrupted;
+    store_.SetRunState(run_id_, resumable ? RunState::kPaused : RunState::kFinished,
+                       ToString(reason));
+    return summary;
+  };
+
+  for (;;) {
+    std::vector<CandidateRecord> candidates = store_.Candidates(run_id_);
+    const int64_t evaluated = ReachedGates(candidates);
+    std::vector<CandidateRecord> pending;
+    int generation = -1;
+    for (const CandidateRecord& c : candidates) {
+      generation = std::max(generation, c.generation);
+      if (c.state == CandidateState::kPending) pending.push_back(c);
+    }
+    if (pending.empty()) {
+      if (evaluated >= spec.budget) return finish(StopReason::kBudget);
+      if (spec.patience > 0 && GenerationsWithoutImprovement(candidates) >= spec.patience) {
+        return finish(StopReason::kPatience);
+      }
+      ++generation;
+      const int count =
+          static_cast<int>(std::min<int64_t>(spec.generation_size, spec.budget - evaluated));
+      const std::vector<Proposal> proposals =
+          evolution.Propose(generation, count, candidates, store_.Elite(run_id_));
+      if (proposals.empty()) return finish(StopReason::kExhausted);
+      std::vector<std::pair<std::string, Proposal>> entries;
+      for (const Proposal& proposal : proposals) {
+        entries.emplace_back(ConfigurationId(spec.template_name, spec.template_hash,
+                                             proposal.genome, spec.problem, spec.arch),
+                             proposal);
+      }
+      store_.AddPending(run_id_, generation, entries);
+      continue;  // read them back as stored
+    }
+
+    std::vector<Genome> upcoming;
+    for (const CandidateRecord& c : pending) upcoming.push_back(c.proposal.genome);
+    evaluator_.Prefetch(upcoming);
+    int64_t done = evaluated;
+    for (const CandidateRecord& candidate : pending) {
+      if (stop.load()) return finish(StopReason::kInterrupted);
+      if (options_.time_limit && Clock::now() - start >= *options_.time_limit) {
+        return finish(StopReason::kTimeLimit);
+      }
+      CandidateOutcome outcome = evaluator_.Evaluate(candidate.proposal.genome);
+      std::optional<TimingFigures> confirmation;
+      if (outcome.status == Status::kMeasured && outcome.timing() != nullptr) {
+        const std::vector<CandidateRecord> elite = store_.Elite(run_id_);
+        const double median = outcome.timing()->median_us;
+        if (!elite.empty() && median > options_.slow_factor * *elite.front().score_us()) {
+          outcome.status = Status::kSlow;
+          outcome.reason = "median " + std::to_string(median) + " us is over " +
+                           std::to_string(options_.slow_factor) + "x the best, " +
+                           std::to_string(*elite.front().score_us()) + " us";
+        } else if (static_cast<int>(elite.size()) < spec.elite_size ||
+                   median < *elite.back().score_us()) {
+          const GpuVerdict again = evaluator_.Remeasure(candidate.proposal.genome);
+          if (again.status != Status::kMeasured || !again.timing) {
+            outcome.status = again.status == Status::kMeasured ? Status::kRuntimeError
+                                                               : again.status;
+            outcome.reason = "the confirming measurement: " +
+                             (again.error.empty() ? again.correctness.failure : again.error);
+          }
+          if (again.timing) confirmation = again.timing;
+        }
+      }
+      store_.Finish(candidate.id, outcome, confirmation);
+      ++summary.evaluated_now;
+      if (outcome.reached_gates()) ++done;
+
+      if (on_progress) {
+        SearchProgress progress;
+        progress.run_id = run_id_;
+        progress.generation = candidate.generation;
+        progress.evaluated = done;
+        progress.budget = spec.budget;
+        const std::vector<CandidateRecord> elite = store_.Elite(run_id_);
+        if (!elite.empty()) progress.best = elite.front();
+        const double minutes = std::chrono::duration<double>(Clock::now() - start).count() / 60;
+        progress.per_minute = minutes > 0 ? static_cast<double>(summary.evaluated_now) / minutes : 0;
+        if (progress.per_minute > 0) {
+          progress.eta_seconds =
+              static_cast<double>(std::max<int64_t>(0, spec.budget - done)) * 60 /
+              progress.per_minute;
+        }
+        std::optional<CandidateRecord> stored = store_.FindCandidate(candidate.id);
+        progress.finished = stored ? &*stored : nullptr;
+        on_progress(progress);
+      }
+    }
+  }
+}
+
+}  // namespace evo

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "engine/evolution.h"
+#include "engine/search_space.h"
+#include "evaluator/candidate_evaluator.h"
+#include "population/store.h"
+
+namespace evo {
+
+struct SearchOptions {
+  // Stops after this much wall time of this invocation; the run can be resumed.
+  std::optional<std::chrono::steady_clock::duration> time_limit;
+  // The performance gate: a measurement this many times slower than the best confirmed one
+  // is `slow` and spends no re-measurement.
+  double slow_factor = 3.0;
+  EvolutionOptions evolution;
+};
+
+enum class StopReason { kBudget, kPatience, kTimeLimit, kInterrupted, kExhausted };
+std::string_view ToString(StopReason reason);
+
+struct SearchProgress {
+  int64_t run_id = 0;
+  int generation = 0;
+  int64_t evaluated = 0;  // candidates of the run that reached the gates, all sessions
+  int64_t budget = 0;
+  std::optional<CandidateRecord> best;  // the elite's first
+  double per_minute = 0;  // candidates this session finished per minute of its wall time
+  std::optional<double> eta_seconds;
+  const CandidateRecord* finished = nullptr;  // the candidate that just finished, if any
+};
+
+struct SearchSummary {
+  StopReason reason = StopReason::kBudget;
+  int64_t evaluated_now = 0;  // candidates finished by this session
+  double seconds = 0;
+  double per_minute = 0;
+};
+
+// Generations of a stored run, counted from its start, after which none improved on the best
+// confirmed score by more than the noise (1 %, or half the incumbent's p10..p90 spread if
+// wider). Only complete generations count.
+int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates);
+
+// The search loop of one stored run: proposes a generation (stored as pending in one
+// transaction), lets the evaluator take them through the gates while it compiles ahead, and
+// stores each finished candidate in its own transaction with the elite it implies. A measured
+// candidate that would enter the elite is measured a second time first, and enters on that
+// confirming figure; one far slower than the best is `slow`. Everything it decides follows
+// from what the database holds, so a run killed at any moment resumes where it was: pending
+// candidates are redone and the next generations are the ones the uninterrupted run would
+// have made.
+class Search {
+ public:
+  Search(PopulationStore& store, int64_t run_id, const SearchSpace& space,
+         CandidateEvaluator& evaluator, SearchOptions options);
+
+  // Runs until the budget is spent, the patience is out, the space is exhausted, the time
+  // limit passes or `stop` becomes true (checked between candidates). Sets the run's state.
+  SearchSummary Run(const std::function<void(const SearchProgress&)>& on_progress,
+                    const std::atomic<bool>& stop);
+
+ private:
+  PopulationStore& store_;
+  int64_t run_id_;
+  const SearchSpace& space_;
+  CandidateEvaluator& evaluator_;
+  SearchOptions options_;
+};
+
+}  // namespace evo

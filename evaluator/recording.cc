@@ -1,0 +1,221 @@
+#include "evaluator/recording.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/error.h"
+#include "evaluator/gpu_verdict_json.h"
+
+namespace evo {
+namespace {
+
+constexpr int kRecordingFormat = 1;
+
+nlohmann::json HeaderToJson(const RecordingHeader& header) {
+  const EvaluatorIdentity& id = header.identity;
+  return {{"evo_recording", kRecordingFormat},
+          {"recorded_by", header.recorded_by},
+          {"recorded_at", header.recorded_at},
+          {"evo_version", header.evo_version},
+          {"template", header.template_name},
+          {"template_hash", id.template_hash},
+          {"problem", header.problem},
+          {"device", id.device},
+          {"arch", id.arch},
+          {"driver_version", id.driver_version},
+          {"nvrtc_version", id.nvrtc_version}};
+}
+
+RecordingHeader HeaderFromJson(const nlohmann::json& json) {
+  if (json.value("evo_recording", 0) != kRecordingFormat) {
+    throw Error("not an evo recording of format " + std::to_string(kRecordingFormat));
+  }
+  RecordingHeader header;
+  header.recorded_by = json.at("recorded_by").get<std::string>();
+  header.recorded_at = json.at("recorded_at").get<std::string>();
+  header.evo_version = json.at("evo_version").get<std::string>();
+  header.template_name = json.at("template").get<std::string>();
+  header.problem = json.at("problem").get<Problem>();
+  header.identity.template_hash = json.at("template_hash").get<std::string>();
+  header.identity.device = json.at("device").get<std::string>();
+  header.identity.arch = json.at("arch").get<std::string>();
+  header.identity.driver_version = json.at("driver_version").get<std::string>();
+  header.identity.nvrtc_version = json.at("nvrtc_version").get<std::string>();
+  return header;
+}
+
+nlohmann::json CandidateToJson(const RecordedCandidate& candidate) {
+  nlohmann::json json = {{"genome", candidate.genome},
+                         {"outcome", CandidateOutcomeToJson(candidate.outcome)}};
+  if (!candidate.remeasurements.empty()) {
+    json["remeasurements"] = nlohmann::json::array();
+    for (const GpuVerdict& verdict : candidate.remeasurements) {
+      json["remeasurements"].push_back(GpuVerdictToJson(verdict));
+    }
+  }
+  return json;
+}
+
+RecordedCandidate CandidateFromJson(const nlohmann::json& json) {
+  RecordedCandidate candidate;
+  candidate.genome = json.at("genome").get<Genome>();
+  candidate.outcome = CandidateOutcomeFromJson(json.at("outcome"));
+  if (json.contains("remeasurements")) {
+    for (const auto& verdict : json["remeasurements"]) {
+      candidate.remeasurements.push_back(GpuVerdictFromJson(verdict));
+    }
+  }
+  return candidate;
+}
+
+// The text of the file up to its last newline, and whether anything followed it.
+std::string ReadWholeLines(const std::filesystem::path& path, bool& torn) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read recording '" + path.string() + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t end = text.rfind('\n');
+  const size_t whole = end == std::string::npos ? 0 : end + 1;
+  torn = whole != text.size();
+  text.resize(whole);
+  return text;
+}
+
+}  // namespace
+
+std::string NowIso8601() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", &utc);
+  char result[40];
+  std::snprintf(result, sizeof result, "%s.%03dZ", text, static_cast<int>(millis));
+  return result;
+}
+
+Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail) {
+  bool torn = false;
+  const std::string text = ReadWholeLines(path, torn);
+  if (torn && !allow_torn_tail) {
+    throw Error("recording '" + path.string() + "' ends in the middle of a line");
+  }
+  Recording recording;
+  size_t start = 0;
+  int line_number = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_number;
+    try {
+      const nlohmann::json json = nlohmann::json::parse(line);
+      if (line_number == 1) {
+        recording.header = HeaderFromJson(json);
+        continue;
+      }
+      RecordedCandidate candidate = CandidateFromJson(json);
+      Genome genome = candidate.genome;
+      recording.candidates.insert_or_assign(std::move(genome), std::move(candidate));
+    } catch (const std::exception& error) {
+      throw Error("recording '" + path.string() + "', line " + std::to_string(line_number) +
+                  ": " + error.what());
+    }
+  }
+  if (line_number == 0) throw Error("recording '" + path.string() + "' is empty");
+  return recording;
+}
+
+RecordingWriter::RecordingWriter(const std::filesystem::path& path, const RecordingHeader& header)
+    : path_(path) {
+  if (std::filesystem::exists(path) && std::filesystem::file_size(path) > 0) {
+    Recording existing = ReadRecording(path, true);
+    const RecordingHeader& old = existing.header;
+    if (old.template_name != header.template_name || old.problem != header.problem ||
+        old.identity.template_hash != header.identity.template_hash ||
+        old.identity.device != header.identity.device) {
+      throw Error("recording '" + path.string() +
+                  "' holds another task, template version or GPU; name another --out");
+    }
+    existing_ = std::move(existing.candidates);
+    bool torn = false;
+    const std::string whole = ReadWholeLines(path, torn);
+    if (torn) std::filesystem::resize_file(path, whole.size());
+    file_ = std::fopen(path.c_str(), "ab");
+  } else {
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path());
+    file_ = std::fopen(path.c_str(), "wb");
+    if (file_ != nullptr) {
+      const std::string line = HeaderToJson(header).dump() + "\n";
+      std::fwrite(line.data(), 1, line.size(), file_);
+    }
+  }
+  if (file_ == nullptr) throw Error("cannot write recording '" + path.string() + "'");
+}
+
+RecordingWriter::~RecordingWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void RecordingWriter::Append(const RecordedCandidate& candidate) {
+  const std::string line = CandidateToJson(candidate).dump() + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0 ||
+      fsync(fileno(file_)) != 0) {
+    throw Error("cannot write recording '" + path_.string() + "'");
+  }
+}
+
+ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path,
+                                 const std::string& template_name, const Problem& problem,
+                                 std::chrono::milliseconds delay)
+    : recording_(ReadRecording(path)), delay_(delay) {
+  const RecordingHeader& header = recording_.header;
+  if (header.template_name != template_name || header.problem != problem) {
+    throw Error("recording '" + path.string() + "' is of " + header.template_name + " at " +
+                nlohmann::json(header.problem).dump() + ", not of " + template_name + " at " +
+                nlohmann::json(problem).dump());
+  }
+  identity_ = header.identity;
+  identity_.evaluator = "replay " + path.string();
+  identity_.notice = "replaying " + std::to_string(recording_.candidates.size()) +
+                     " configurations measured on " + header.identity.device + " at " +
+                     header.recorded_at + " (" + header.recorded_by +
+                     "): nothing runs on a GPU";
+}
+
+const RecordedCandidate& ReplayEvaluator::Find(const Genome& genome) const {
+  const auto found = recording_.candidates.find(genome);
+  if (found == recording_.candidates.end()) {
+    throw Error("the recording holds no measurement of " + nlohmann::json(genome).dump() +
+                "; it covers " + std::to_string(recording_.candidates.size()) +
+                " configurations");
+  }
+  return found->second;
+}
+
+CandidateOutcome ReplayEvaluator::Evaluate(const Genome& genome) {
+  const RecordedCandidate& recorded = Find(genome);
+  if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+  return recorded.outcome;
+}
+
+GpuVerdict ReplayEvaluator::Remeasure(const Genome& genome) {
+  const RecordedCandidate& recorded = Find(genome);
+  if (!recorded.outcome.gpu) {
+    throw Error("the recording holds no GPU measurement of " + nlohmann::json(genome).dump());
+  }
+  if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+  size_t& turn = remeasured_[genome];
+  const size_t index = turn++ % (recorded.remeasurements.size() + 1);
+  return index < recorded.remeasurements.size() ? recorded.remeasurements[index]
+                                                : *recorded.outcome.gpu;
+}
+
+}  // namespace evo

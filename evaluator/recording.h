@@ -1,0 +1,90 @@
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "evaluator/candidate_evaluator.h"
+
+namespace evo {
+
+// Measurements of one task recorded on a GPU by `evo sweep`: a header line, then one JSON line
+// per configuration with its outcome and any re-measurements. The replay evaluator answers from
+// it, so the whole search loop runs, on real figures, where there is no GPU.
+struct RecordingHeader {
+  std::string recorded_by;  // the command line
+  std::string recorded_at;  // ISO 8601, UTC
+  std::string evo_version;
+  std::string template_name;
+  Problem problem;
+  EvaluatorIdentity identity;  // of the GPU pipeline that measured
+};
+
+struct RecordedCandidate {
+  Genome genome;
+  CandidateOutcome outcome;
+  std::vector<GpuVerdict> remeasurements;  // confirming measurements, in the order taken
+};
+
+struct Recording {
+  RecordingHeader header;
+  std::map<Genome, RecordedCandidate> candidates;
+};
+
+// Throws evo::Error naming the file and line for anything malformed. A last line cut short (a
+// sweep killed while writing) is ignored when `allow_torn_tail`.
+Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail = false);
+
+// Appends to a recording, each line flushed and synced, so a killed sweep loses at most the
+// configuration it was writing and can continue where it stopped.
+class RecordingWriter {
+ public:
+  // Creates the file with `header`, or continues an existing one of the same task and template
+  // version (a torn last line is cut off); throws evo::Error otherwise.
+  RecordingWriter(const std::filesystem::path& path, const RecordingHeader& header);
+  RecordingWriter(const RecordingWriter&) = delete;
+  RecordingWriter& operator=(const RecordingWriter&) = delete;
+  ~RecordingWriter();
+
+  // What the file already held when it was opened.
+  const std::map<Genome, RecordedCandidate>& existing() const { return existing_; }
+  void Append(const RecordedCandidate& candidate);
+
+ private:
+  std::filesystem::path path_;
+  std::FILE* file_ = nullptr;
+  std::map<Genome, RecordedCandidate> existing_;
+};
+
+// Answers from a recording instead of a GPU, and says so. `delay` is spent per evaluation, so
+// tests can give a replayed run a GPU-like pace.
+class ReplayEvaluator final : public CandidateEvaluator {
+ public:
+  // Throws evo::Error when the recording is of another template or problem.
+  ReplayEvaluator(const std::filesystem::path& path, const std::string& template_name,
+                  const Problem& problem, std::chrono::milliseconds delay = {});
+
+  const EvaluatorIdentity& identity() const override { return identity_; }
+  void Prefetch(const std::vector<Genome>&) override {}
+  // Throws evo::Error when the recording holds no such configuration.
+  CandidateOutcome Evaluate(const Genome& genome) override;
+  // The recorded re-measurements in turn, then the first measurement again.
+  GpuVerdict Remeasure(const Genome& genome) override;
+
+  size_t size() const { return recording_.candidates.size(); }
+
+ private:
+  const RecordedCandidate& Find(const Genome& genome) const;
+
+  Recording recording_;
+  EvaluatorIdentity identity_;
+  std::chrono::milliseconds delay_;
+  std::map<Genome, size_t> remeasured_;
+};
+
+std::string NowIso8601();
+
+}  // namespace evo
