@@ -4,11 +4,14 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <functional>
 #include <iostream>
 #include <memory>
 
+#include "cli/command_support.h"
 #include "cli/output.h"
+#include "cli/search_commands.h"
 #include "common/error.h"
 #include "evaluator/compile_cache.h"
 #include "evaluator/cuda_driver.h"
@@ -19,12 +22,6 @@
 
 namespace evo::cli {
 namespace {
-
-// Options every command shares.
-struct GlobalOptions {
-  std::vector<std::string> template_folders;
-  bool verbose = false;
-};
 
 struct CompileOptions {
   std::string template_name = "sdpa_fp16";
@@ -40,50 +37,6 @@ struct CompileOptions {
   bool show_log = false;
   bool show_source = false;
 };
-
-// One subcommand: its name, what it does, how it reads its options and how it runs.
-struct Command {
-  const char* name;
-  const char* description;
-  std::function<std::function<int()>(CLI::App&, const GlobalOptions&)> setup;
-};
-
-TemplateLibrary LoadLibrary(const GlobalOptions& global) {
-  std::vector<std::filesystem::path> folders(global.template_folders.begin(),
-                                             global.template_folders.end());
-  return TemplateLibrary::Load(folders);
-}
-
-// "B,H,S,D" or "B,H,S_q,S_kv,D" onto the template's problem parameters of those names.
-void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& problem) {
-  std::vector<int64_t> values;
-  size_t start = 0;
-  while (start <= shape.size()) {
-    const size_t comma = std::min(shape.find(',', start), shape.size());
-    const std::optional<int64_t> value =
-        ParseInteger(std::string_view(shape).substr(start, comma - start));
-    if (!value || *value < 1) {
-      values.clear();
-      break;
-    }
-    values.push_back(*value);
-    start = comma + 1;
-  }
-  if (values.size() != 4 && values.size() != 5) {
-    throw Error("malformed --shape '" + shape +
-                "': expected B,H,S,D or B,H,S_q,S_kv,D as positive integers");
-  }
-  const bool split = values.size() == 5;
-  const std::vector<std::pair<const char*, int64_t>> assignments = {
-      {"B", values[0]},
-      {"H", values[1]},
-      {"S_q", values[2]},
-      {"S_kv", split ? values[3] : values[2]},
-      {"D", values.back()}};
-  for (const auto& [name, value] : assignments) {
-    SetProblemParam(manifest, name, value, problem);
-  }
-}
 
 // The arch to compile for: the one named, or the one of the GPU that is here.
 ArchOrigin ResolveArch(const CompileOptions& options, ArchInfo& arch) {
@@ -317,6 +270,9 @@ std::function<int()> SetupWorker(CLI::App& app, const GlobalOptions& global) {
     options->template_folders.assign(global.template_folders.begin(),
                                      global.template_folders.end());
     if (!*no_cache) options->cache_dir = *cache_dir;
+    // Ctrl-C reaches the whole process group; evo stops the worker itself, after storing the
+    // candidate it is measuring, so the worker must not die of it first.
+    std::signal(SIGINT, SIG_IGN);
     return RunGpuWorker(*options, std::cin, std::cout);
   };
 }
@@ -351,6 +307,12 @@ const Command kCommands[] = {
     {"compile", "Compile one configuration and print its resources (gate 1)", SetupCompile},
     {"bench", "Compile one configuration and run it through the correctness and performance gates",
      SetupBench},
+    {"run", "Search a template's configurations on the GPU (or resume a search) into SQLite",
+     SetupRun},
+    {"show", "Show stored runs, a run's elite, or one candidate", SetupShow},
+    {"export", "Write a candidate's cubin, source and launch description", SetupExport},
+    {"sweep", "Measure every valid configuration of a task into a recording for replays",
+     SetupSweep},
     {"info", "Print versions, the GPU driver and the GPUs found", SetupInfo},
     {"worker", "Serve GPU evaluations for evo on stdin/stdout (started by evo itself)",
      SetupWorker},

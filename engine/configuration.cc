@@ -55,11 +55,12 @@ std::string ConfigurationId(const KernelTemplate& kernel_template, const Genome&
 
 std::string ConfigurationId(std::string_view template_name, std::string_view template_hash,
                             const Genome& genome, const Problem& problem, std::string_view arch) {
-  std::string key = std::string(template_name) + "\n" + std::string(template_hash) + "\n";
+  std::string key;
+  key.append(template_name).append("\n").append(template_hash).append("\n");
   for (const auto& [name, value] : genome) key += name + "=" + std::to_string(value) + ";";
   key += "\n";
   for (const auto& [name, value] : problem) key += name + "=" + std::to_string(value) + ";";
-  key += "\n" + std::string(arch);
+  key.append("\n").append(arch);
   return Sha256Hex(key);
 }
 

@@ -159,7 +159,9 @@ class Parser {
 
   static std::string Describe(const Token& token) {
     if (token.kind == Token::Kind::kEnd) return "end of input";
-    return "'" + std::string(token.text) + "'";
+    std::string quoted = "'";
+    quoted.append(token.text).append("'");
+    return quoted;
   }
 
   void Tokenize() {

@@ -44,7 +44,8 @@ std::string_view ToString(StopReason reason) {
 
 int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates) {
   int last_generation = -1;
-  for (const CandidateRecord& c : candidates) last_generation = std::max(last_generation, c.generation);
+  for (const CandidateRecord& c : candidates)
+    last_generation = std::max(last_generation, c.generation);
   const CandidateRecord* best = nullptr;
   int stale = 0;
   for (int generation = 0; generation <= last_generation; ++generation) {
@@ -153,8 +154,8 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
                    median < *elite.back().score_us()) {
           const GpuVerdict again = evaluator_.Remeasure(candidate.proposal.genome);
           if (again.status != Status::kMeasured || !again.timing) {
-            outcome.status = again.status == Status::kMeasured ? Status::kRuntimeError
-                                                               : again.status;
+            outcome.status =
+                again.status == Status::kMeasured ? Status::kRuntimeError : again.status;
             outcome.reason = "the confirming measurement: " +
                              (again.error.empty() ? again.correctness.failure : again.error);
           }
@@ -174,11 +175,11 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
         const std::vector<CandidateRecord> elite = store_.Elite(run_id_);
         if (!elite.empty()) progress.best = elite.front();
         const double minutes = std::chrono::duration<double>(Clock::now() - start).count() / 60;
-        progress.per_minute = minutes > 0 ? static_cast<double>(summary.evaluated_now) / minutes : 0;
+        progress.per_minute =
+            minutes > 0 ? static_cast<double>(summary.evaluated_now) / minutes : 0;
         if (progress.per_minute > 0) {
-          progress.eta_seconds =
-              static_cast<double>(std::max<int64_t>(0, spec.budget - done)) * 60 /
-              progress.per_minute;
+          progress.eta_seconds = static_cast<double>(std::max<int64_t>(0, spec.budget - done)) *
+                                 60 / progress.per_minute;
         }
         std::optional<CandidateRecord> stored = store_.FindCandidate(candidate.id);
         progress.finished = stored ? &*stored : nullptr;

@@ -6,16 +6,11 @@
 namespace evo {
 
 nlohmann::json KernelResourcesToJson(const KernelResources& r) {
-  return {{"function", r.function},
-          {"arch", r.arch},
-          {"registers", r.registers},
-          {"barriers", r.barriers},
-          {"smem_static", r.smem_static},
-          {"cmem0", r.cmem0},
-          {"stack_frame", r.stack_frame},
-          {"spill_stores", r.spill_stores},
-          {"spill_loads", r.spill_loads},
-          {"cumulative_stack", r.cumulative_stack}};
+  return {{"function", r.function},       {"arch", r.arch},
+          {"registers", r.registers},     {"barriers", r.barriers},
+          {"smem_static", r.smem_static}, {"cmem0", r.cmem0},
+          {"stack_frame", r.stack_frame}, {"spill_stores", r.spill_stores},
+          {"spill_loads", r.spill_loads}, {"cumulative_stack", r.cumulative_stack}};
 }
 
 KernelResources KernelResourcesFromJson(const nlohmann::json& json) {

@@ -61,12 +61,13 @@ GpuPipeline::GpuPipeline(const KernelTemplate& kernel_template, Problem problem,
   identity_.device = device.name;
   identity_.arch = arch_.name;
   const int driver = DriverVersion();
-  identity_.driver_version = std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+  identity_.driver_version =
+      std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
   identity_.nvrtc_version = compiler.Version();
   identity_.template_hash = kernel_template.source_hash;
   options_.worker.device = device.ordinal;
-  supervisor_ = std::make_unique<WorkerSupervisor>(GpuWorkerCommand(options_.worker),
-                                                   options_.supervisor);
+  supervisor_ =
+      std::make_unique<WorkerSupervisor>(GpuWorkerCommand(options_.worker), options_.supervisor);
   const int jobs = options_.compile_jobs > 0 ? options_.compile_jobs : DefaultCompileJobs();
   for (int i = 0; i < jobs; ++i) threads_.emplace_back([this] { CompileLoop(); });
 }

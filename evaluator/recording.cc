@@ -125,8 +125,8 @@ Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail)
       Genome genome = candidate.genome;
       recording.candidates.insert_or_assign(std::move(genome), std::move(candidate));
     } catch (const std::exception& error) {
-      throw Error("recording '" + path.string() + "', line " + std::to_string(line_number) +
-                  ": " + error.what());
+      throw Error("recording '" + path.string() + "', line " + std::to_string(line_number) + ": " +
+                  error.what());
     }
   }
   if (line_number == 0) throw Error("recording '" + path.string() + "' is empty");
@@ -186,16 +186,14 @@ ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path,
   identity_.evaluator = "replay " + path.string();
   identity_.notice = "replaying " + std::to_string(recording_.candidates.size()) +
                      " configurations measured on " + header.identity.device + " at " +
-                     header.recorded_at + " (" + header.recorded_by +
-                     "): nothing runs on a GPU";
+                     header.recorded_at + " (" + header.recorded_by + "): nothing runs on a GPU";
 }
 
 const RecordedCandidate& ReplayEvaluator::Find(const Genome& genome) const {
   const auto found = recording_.candidates.find(genome);
   if (found == recording_.candidates.end()) {
     throw Error("the recording holds no measurement of " + nlohmann::json(genome).dump() +
-                "; it covers " + std::to_string(recording_.candidates.size()) +
-                " configurations");
+                "; it covers " + std::to_string(recording_.candidates.size()) + " configurations");
   }
   return found->second;
 }

@@ -1,0 +1,72 @@
+#include "cli/command_support.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace evo::cli {
+
+TemplateLibrary LoadLibrary(const GlobalOptions& global) {
+  std::vector<std::filesystem::path> folders(global.template_folders.begin(),
+                                             global.template_folders.end());
+  return TemplateLibrary::Load(folders);
+}
+
+void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& problem) {
+  std::vector<int64_t> values;
+  size_t start = 0;
+  while (start <= shape.size()) {
+    const size_t comma = std::min(shape.find(',', start), shape.size());
+    const std::optional<int64_t> value =
+        ParseInteger(std::string_view(shape).substr(start, comma - start));
+    if (!value || *value < 1) {
+      values.clear();
+      break;
+    }
+    values.push_back(*value);
+    start = comma + 1;
+  }
+  if (values.size() != 4 && values.size() != 5) {
+    throw Error("malformed --shape '" + shape +
+                "': expected B,H,S,D or B,H,S_q,S_kv,D as positive integers");
+  }
+  const bool split = values.size() == 5;
+  const std::vector<std::pair<const char*, int64_t>> assignments = {
+      {"B", values[0]},
+      {"H", values[1]},
+      {"S_q", values[2]},
+      {"S_kv", split ? values[3] : values[2]},
+      {"D", values.back()}};
+  for (const auto& [name, value] : assignments) {
+    SetProblemParam(manifest, name, value, problem);
+  }
+}
+
+std::chrono::seconds ParseDuration(const std::string& text, const std::string& option) {
+  std::string digits = text;
+  int64_t unit = 1;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 's':
+        digits.pop_back();
+        break;
+      case 'm':
+        unit = 60;
+        digits.pop_back();
+        break;
+      case 'h':
+        unit = 3600;
+        digits.pop_back();
+        break;
+      default:
+        break;
+    }
+  }
+  const std::optional<int64_t> value = ParseInteger(digits);
+  if (!value || *value < 1) {
+    throw Error("malformed " + option + " '" + text + "': expected a duration like 90s, 15m or 2h");
+  }
+  return std::chrono::seconds(*value * unit);
+}
+
+}  // namespace evo::cli

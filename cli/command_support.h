@@ -1,0 +1,35 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/genome.h"
+#include "engine/template_library.h"
+
+namespace evo::cli {
+
+// Options every command shares.
+struct GlobalOptions {
+  std::vector<std::string> template_folders;
+  bool verbose = false;
+};
+
+// One subcommand: its name, what it does, how it reads its options and how it runs.
+struct Command {
+  const char* name;
+  const char* description;
+  std::function<std::function<int()>(CLI::App&, const GlobalOptions&)> setup;
+};
+
+TemplateLibrary LoadLibrary(const GlobalOptions& global);
+
+// "B,H,S,D" or "B,H,S_q,S_kv,D" onto the template's problem parameters of those names.
+void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& problem);
+
+// "90", "90s", "15m", "2h" as a duration; throws evo::Error for anything else.
+std::chrono::seconds ParseDuration(const std::string& text, const std::string& option);
+
+}  // namespace evo::cli

@@ -1,0 +1,462 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/search_commands.h"
+#include "cli/search_output.h"
+#include "common/error.h"
+#include "engine/search.h"
+#include "evaluator/compile_cache.h"
+#include "evaluator/gpu_pipeline.h"
+#include "evaluator/nvrtc_compiler.h"
+#include "evaluator/recording.h"
+#include "population/run_lock.h"
+#include "population/store.h"
+
+namespace evo::cli {
+namespace {
+
+// The task and the evaluator's settings, shared by `evo run` and `evo sweep`.
+struct TaskOptions {
+  std::string template_name = "sdpa_fp16";
+  std::string shape;
+  bool causal = false;
+  int gpu = 0;
+  std::string cache_dir = "runs/cache";
+  bool no_cache = false;
+  int jobs = 0;
+  bool allow_spills = false;
+  bool flush_l2 = false;
+  int64_t deadline_ms = 120000;
+  std::string replay;
+  int64_t replay_delay_ms = 0;
+};
+
+void AddTaskOptions(CLI::App& app, TaskOptions& options, bool with_replay) {
+  app.add_option("--template,-t", options.template_name, "template name")->capture_default_str();
+  app.add_option("--shape", options.shape,
+                 "B,H,S,D or B,H,S_q,S_kv,D (default: the template's default problem)");
+  app.add_flag("--causal", options.causal, "causal attention");
+  app.add_option("--gpu", options.gpu, "the GPU to measure on")->capture_default_str();
+  app.add_option("--cache-dir", options.cache_dir, "compile cache folder")->capture_default_str();
+  app.add_flag("--no-cache", options.no_cache, "neither read nor fill the compile cache");
+  app.add_option("--jobs,-j", options.jobs,
+                 "concurrent NVRTC compiles (default: one per core, as memory allows)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--allow-spills", options.allow_spills, "let register spills pass gate 1");
+  app.add_flag("--flush-l2", options.flush_l2, "flush the L2 cache before every timed launch");
+  app.add_option("--deadline-ms", options.deadline_ms,
+                 "the GPU worker's time for gates 2 and 3 of one candidate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  if (with_replay) {
+    app.add_option("--replay", options.replay,
+                   "answer from a recording made by `evo sweep` instead of a GPU");
+    app.add_option("--replay-delay-ms", options.replay_delay_ms,
+                   "time a replayed evaluation takes (to give replays a GPU's pace)")
+        ->check(CLI::NonNegativeNumber);
+  }
+}
+
+Problem TaskProblem(const Manifest& manifest, const TaskOptions& options) {
+  Problem problem = DefaultProblem(manifest);
+  if (!options.shape.empty()) ApplyShape(manifest, options.shape, problem);
+  if (options.causal) SetProblemParam(manifest, "CAUSAL", 1, problem);
+  return problem;
+}
+
+// An evaluator with everything it borrows.
+struct EvaluatorSetup {
+  NvrtcCompiler nvrtc;
+  std::unique_ptr<CompileCache> cache;
+  std::unique_ptr<CachingCompiler> caching;
+  std::unique_ptr<CandidateEvaluator> evaluator;
+  GpuPipeline* pipeline = nullptr;  // when the evaluator is the GPU's
+  ArchInfo arch;
+};
+
+std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
+                                              const TaskOptions& options,
+                                              const KernelTemplate& kernel_template,
+                                              const Problem& problem) {
+  auto setup = std::make_unique<EvaluatorSetup>();
+  if (!options.replay.empty()) {
+    setup->evaluator =
+        std::make_unique<ReplayEvaluator>(options.replay, kernel_template.manifest.name, problem,
+                                          std::chrono::milliseconds(options.replay_delay_ms));
+    setup->arch = ArchByName(setup->evaluator->identity().arch);
+    return setup;
+  }
+  const std::vector<DeviceInfo> devices = QueryDevices();  // says plainly when there is none
+  if (options.gpu < 0 || options.gpu >= static_cast<int>(devices.size())) {
+    throw Error("there is no GPU " + std::to_string(options.gpu) + " (found " +
+                std::to_string(devices.size()) + ")");
+  }
+  const DeviceInfo& device = devices[static_cast<size_t>(options.gpu)];
+  setup->arch = device.arch_info();
+  if (setup->arch.sm < kernel_template.manifest.min_sm) {
+    throw Error("template " + kernel_template.manifest.name + " needs sm_" +
+                std::to_string(kernel_template.manifest.min_sm) + " or newer, not " +
+                setup->arch.name);
+  }
+  Compiler* compiler = &setup->nvrtc;
+  GpuPipelineOptions pipeline;
+  pipeline.compile_jobs = options.jobs;
+  pipeline.allow_spills = options.allow_spills;
+  pipeline.deadline = std::chrono::milliseconds(options.deadline_ms);
+  pipeline.timing.flush_l2 = options.flush_l2;
+  pipeline.worker.template_folders.assign(global.template_folders.begin(),
+                                          global.template_folders.end());
+  if (!options.no_cache) {
+    setup->cache = std::make_unique<CompileCache>(options.cache_dir);
+    setup->caching = std::make_unique<CachingCompiler>(setup->nvrtc, *setup->cache);
+    compiler = setup->caching.get();
+    pipeline.worker.cache_dir = options.cache_dir;
+  }
+  auto gpu = std::make_unique<GpuPipeline>(kernel_template, problem, device, *compiler, pipeline);
+  setup->pipeline = gpu.get();
+  setup->evaluator = std::move(gpu);
+  return setup;
+}
+
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void RequestStop(int) { g_stop_requested.store(true); }
+
+// Ctrl-C and SIGTERM finish the candidate on the GPU, store it and stop; a second one kills.
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    g_stop_requested.store(false);
+    struct sigaction action {};
+    action.sa_handler = RequestStop;
+    action.sa_flags = SA_RESETHAND;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~StopOnSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+struct RunOptions {
+  TaskOptions task;
+  std::string db = "runs/evo.db";
+  int elite = 3;
+  int64_t budget = 100;
+  uint64_t seed = 0;
+  int generation_size = 16;
+  int patience = 0;
+  std::string time_limit;
+  double slow_factor = 3.0;
+  int64_t resume = 0;
+  bool fresh = false;
+  bool force = false;
+  bool json = false;
+};
+
+// Refuses to mix measurements of different GPUs, evaluators or template versions in one run.
+void CheckResumable(const RunRecord& run, const EvaluatorIdentity& identity, bool force) {
+  std::string conflict;
+  if (run.spec.evaluator != identity.evaluator) {
+    conflict = "was evaluated by " + run.spec.evaluator + ", this is " + identity.evaluator;
+  } else if (run.spec.device != identity.device || run.spec.arch != identity.arch) {
+    conflict = "was measured on " + run.spec.device + " (" + run.spec.arch + "), this is " +
+               identity.device + " (" + identity.arch + ")";
+  } else if (run.spec.template_hash != identity.template_hash) {
+    conflict = "searched template version " + run.spec.template_hash.substr(0, 12) +
+               ", this is version " + identity.template_hash.substr(0, 12);
+  }
+  if (!conflict.empty() && !force) {
+    throw Error("run " + std::to_string(run.id) + " " + conflict +
+                "; its figures would not compare. Pass --force to continue it anyway, or --new "
+                "for a fresh run");
+  }
+}
+
+std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
+                                std::shared_ptr<RunOptions> options) {
+  return [&global, &app, options] {
+    const TemplateLibrary library = LoadLibrary(global);
+    PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
+    const RunLock lock(options->db);
+
+    // The run to continue: the one named, else the latest unfinished one of the same task.
+    std::optional<RunRecord> run;
+    const bool budget_given = app.count("--budget") > 0;
+    if (options->resume > 0) {
+      if (options->fresh) throw Error("--resume and --new exclude each other");
+      run = store.FindRun(options->resume);
+      if (!run)
+        throw Error("there is no run " + std::to_string(options->resume) + " in " + options->db);
+    }
+    const std::string template_name = run ? run->spec.template_name : options->task.template_name;
+    const KernelTemplate& kernel_template = library.Find(template_name);
+    const Manifest& manifest = kernel_template.manifest;
+    const Problem problem = TaskProblem(manifest, options->task);
+    if (run &&
+        (app.count("--shape") > 0 || app.count("--causal") > 0 || app.count("--template") > 0) &&
+        (problem != run->spec.problem || template_name != options->task.template_name)) {
+      throw Error("run " + std::to_string(run->id) + " searches " + run->spec.template_name + " " +
+                  nlohmann::json(run->spec.problem).dump() +
+                  "; drop --template/--shape/--causal to resume it");
+    }
+    if (!run && !options->fresh) {
+      for (const RunRecord& candidate : store.Runs()) {
+        if (candidate.spec.template_name != manifest.name || candidate.spec.problem != problem) {
+          continue;
+        }
+        const bool extendable = candidate.state == RunState::kFinished && budget_given &&
+                                options->budget > candidate.spec.budget;
+        if (candidate.state != RunState::kFinished || extendable) run = candidate;
+      }
+      if (!run) {
+        // Nothing to continue; a finished run of this task that the budget does not extend
+        // is reported rather than silently repeated.
+        for (const RunRecord& candidate : store.Runs()) {
+          if (candidate.spec.template_name == manifest.name && candidate.spec.problem == problem &&
+              (!budget_given || options->budget <= candidate.spec.budget)) {
+            run = candidate;
+          }
+        }
+        if (run) {
+          std::cout << "run " << run->id << " of this task is finished (" << run->stop_reason
+                    << ", " << run->finished_candidates << " candidates); pass a --budget over "
+                    << run->spec.budget << " to extend it or --new for another run\n";
+          std::cout << EliteToText(*run, store.Elite(run->id));
+          return kExitOk;
+        }
+      }
+    }
+
+    const std::unique_ptr<EvaluatorSetup> setup =
+        MakeEvaluator(global, options->task, kernel_template, run ? run->spec.problem : problem);
+    const EvaluatorIdentity& identity = setup->evaluator->identity();
+    if (!identity.notice.empty()) std::cerr << "evo: " << identity.notice << "\n";
+
+    if (run) {
+      CheckResumable(*run, identity, options->force);
+      if (app.count("--seed") > 0 && options->seed != run->spec.seed) {
+        throw Error("run " + std::to_string(run->id) + " is seeded with " +
+                    std::to_string(run->spec.seed) + "; drop --seed to resume it");
+      }
+      if (app.count("--elite") > 0 && options->elite != run->spec.elite_size) {
+        throw Error("run " + std::to_string(run->id) + " keeps an elite of " +
+                    std::to_string(run->spec.elite_size) + "; drop --elite to resume it");
+      }
+      if (budget_given) {
+        if (options->budget < run->spec.budget) {
+          throw Error("run " + std::to_string(run->id) + " has a budget of " +
+                      std::to_string(run->spec.budget) + "; a resume can raise it, not lower it");
+        }
+        store.SetRunBudget(run->id, options->budget);
+      }
+      if (app.count("--patience") > 0) store.SetRunPatience(run->id, options->patience);
+      run = store.FindRun(run->id);
+      std::cerr << "evo: resuming run " << run->id << ": " << run->finished_candidates << " of "
+                << run->spec.budget << " evaluated";
+      if (run->pending_candidates > 0) {
+        std::cerr << ", " << run->pending_candidates << " left in flight to redo";
+      }
+      std::cerr << "\n";
+    } else {
+      RunSpec spec;
+      spec.template_name = manifest.name;
+      spec.template_hash = identity.template_hash;
+      spec.problem = problem;
+      spec.arch = identity.arch;
+      spec.device = identity.device;
+      spec.evaluator = identity.evaluator;
+      spec.driver_version = identity.driver_version;
+      spec.nvrtc_version = identity.nvrtc_version;
+      spec.evo_version = EVO_VERSION;
+      spec.seed = app.count("--seed") > 0 ? options->seed : std::random_device{}();
+      spec.budget = options->budget;
+      spec.elite_size = options->elite;
+      spec.generation_size = options->generation_size;
+      spec.patience = options->patience;
+      run = store.FindRun(store.CreateRun(spec));
+    }
+    std::cerr << "evo: " << RunHeadline(*run);
+    if (setup->pipeline != nullptr) {
+      std::cerr << ", " << setup->pipeline->compile_jobs() << " compile jobs";
+    }
+    std::cerr << "\n";
+
+    SearchOptions search_options;
+    search_options.slow_factor = options->slow_factor;
+    if (!options->time_limit.empty()) {
+      search_options.time_limit = ParseDuration(options->time_limit, "--time-limit");
+    }
+    const SearchSpace space(manifest, run->spec.problem, setup->arch);
+    Search search(store, run->id, space, *setup->evaluator, search_options);
+    const bool live = isatty(STDERR_FILENO) != 0;
+    const int64_t every = std::max<int64_t>(1, run->spec.budget / 20);
+    size_t last_width = 0;
+    const StopOnSignals signals;
+    const SearchSummary summary = search.Run(
+        [&](const SearchProgress& progress) {
+          const std::string line = ProgressLine(progress);
+          if (live) {
+            std::cerr << "\r" << line
+                      << std::string(last_width > line.size() ? last_width - line.size() : 0, ' ')
+                      << std::flush;
+            last_width = line.size();
+          } else if (progress.evaluated % every == 0 || progress.evaluated == progress.budget) {
+            std::cerr << line << "\n";
+          }
+        },
+        g_stop_requested);
+    if (live && last_width > 0) std::cerr << "\n";
+
+    const RunRecord finished = *store.FindRun(run->id);
+    std::cerr << fmt::format(
+        "evo: run {} stopped: {}; {} of {} evaluated, {} this session in {} ({:.1f} per minute)\n",
+        finished.id, ToString(summary.reason), finished.finished_candidates, finished.spec.budget,
+        summary.evaluated_now, FormatSeconds(summary.seconds), summary.per_minute);
+    if (setup->pipeline != nullptr && setup->pipeline->worker_respawns() > 0) {
+      std::cerr << "evo: the GPU worker was replaced " << setup->pipeline->worker_respawns()
+                << " times\n";
+    }
+    const std::vector<CandidateRecord> elite = store.Elite(run->id);
+    if (options->json) {
+      nlohmann::json json = {{"run", RunToJson(finished)},
+                             {"stop_reason", ToString(summary.reason)},
+                             {"evaluated_now", summary.evaluated_now},
+                             {"seconds", summary.seconds},
+                             {"per_minute", summary.per_minute},
+                             {"elite", nlohmann::json::array()}};
+      for (const CandidateRecord& c : elite) json["elite"].push_back(CandidateToJson(c));
+      std::cout << json.dump(2) << "\n";
+    } else {
+      std::cout << EliteToText(finished, elite);
+    }
+    return summary.reason == StopReason::kInterrupted ? 130 : kExitOk;
+  };
+}
+
+}  // namespace
+
+std::function<int()> SetupRun(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<RunOptions>();
+  AddTaskOptions(app, options->task, true);
+  app.add_option("--db", options->db, "the population database")->capture_default_str();
+  app.add_option("--elite", options->elite, "size K of the Top-K elite")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--budget", options->budget,
+                 "candidates that reach the gates, counted across resumes")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", options->seed, "random seed (default: drawn, and stored with the run)");
+  app.add_option("--generation-size", options->generation_size, "candidates per generation")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--patience", options->patience,
+                 "stop after this many generations without improvement (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--time-limit", options->time_limit,
+                 "stop after this long (90s, 15m, 2h); the run can be resumed");
+  app.add_option("--slow-factor", options->slow_factor,
+                 "a measurement this many times the best is `slow`")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1000.0));
+  app.add_option("--resume", options->resume, "continue this run id")->check(CLI::PositiveNumber);
+  app.add_flag("--new", options->fresh, "start a new run even if one of this task can continue");
+  app.add_flag("--force", options->force,
+               "continue a run measured on another GPU, evaluator or template version");
+  app.add_flag("--json", options->json, "print the result as JSON");
+  return RunCommand(global, app, options);
+}
+
+std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<TaskOptions>();
+  auto out = std::make_shared<std::string>();
+  auto repeat = std::make_shared<int>(1);
+  auto limit = std::make_shared<int64_t>(0);
+  AddTaskOptions(app, *options, false);
+  app.add_option("--out", *out, "the recording (JSON lines); an existing one is continued")
+      ->required();
+  app.add_option("--remeasure", *repeat,
+                 "measurements of every measured configuration beyond the first")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10));
+  app.add_option("--limit", *limit, "stop after this many new configurations (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  return [&global, options, out, repeat, limit] {
+    const TemplateLibrary library = LoadLibrary(global);
+    const KernelTemplate& kernel_template = library.Find(options->template_name);
+    const Problem problem = TaskProblem(kernel_template.manifest, *options);
+    const std::unique_ptr<EvaluatorSetup> setup =
+        MakeEvaluator(global, *options, kernel_template, problem);
+    RecordingHeader header;
+    header.recorded_by =
+        "evo sweep --template " + options->template_name + " --shape " +
+        std::to_string(problem.at("B")) + "," + std::to_string(problem.at("H")) + "," +
+        std::to_string(problem.at("S_q")) + "," + std::to_string(problem.at("S_kv")) + "," +
+        std::to_string(problem.at("D")) + (problem.at("CAUSAL") != 0 ? " --causal" : "");
+    header.recorded_at = NowIso8601();
+    header.evo_version = EVO_VERSION;
+    header.template_name = kernel_template.manifest.name;
+    header.problem = problem;
+    header.identity = setup->evaluator->identity();
+    RecordingWriter writer(*out, header);
+
+    const SearchSpace space(kernel_template.manifest, problem, setup->arch);
+    std::vector<Genome> todo;
+    for (Genome& genome : space.Enumerate()) {
+      if (writer.existing().count(genome) == 0) todo.push_back(std::move(genome));
+    }
+    if (*limit > 0 && static_cast<int64_t>(todo.size()) > *limit) {
+      todo.resize(static_cast<size_t>(*limit));
+    }
+    std::cerr << "evo: sweeping " << todo.size() << " configurations (" << writer.existing().size()
+              << " already recorded) on " << setup->evaluator->identity().device << " with "
+              << setup->pipeline->compile_jobs() << " compile jobs\n";
+    setup->evaluator->Prefetch(todo);
+    const auto start = std::chrono::steady_clock::now();
+    size_t done = 0;
+    std::map<Status, int> statuses;
+    const StopOnSignals signals;
+    for (const Genome& genome : todo) {
+      if (g_stop_requested.load()) break;
+      RecordedCandidate record;
+      record.genome = genome;
+      record.outcome = setup->evaluator->Evaluate(genome);
+      if (record.outcome.status == Status::kMeasured) {
+        for (int i = 0; i < *repeat; ++i) {
+          record.remeasurements.push_back(setup->evaluator->Remeasure(genome));
+        }
+      }
+      writer.Append(record);
+      ++statuses[record.outcome.status];
+      ++done;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (done % 25 == 0 || done == todo.size()) {
+        std::cerr << fmt::format("evo: {}/{} in {} ({:.1f} per minute)\n", done, todo.size(),
+                                 FormatSeconds(seconds), static_cast<double>(done) * 60 / seconds);
+      }
+    }
+    std::cout << "recorded " << done << " configurations into " << *out << ":";
+    for (const auto& [status, count] : statuses)
+      std::cout << " " << ToString(status) << " " << count;
+    std::cout << "\n";
+    return g_stop_requested.load() ? 130 : kExitOk;
+  };
+}
+
+}  // namespace evo::cli

@@ -1,0 +1,185 @@
+#include "cli/search_output.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "evaluator/gpu_verdict_json.h"
+
+namespace evo::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string Knobs(const Genome& genome) {
+  std::string text;
+  for (const auto& [name, value] : genome) {
+    text += (text.empty() ? "" : " ") + name + "=" + std::to_string(value);
+  }
+  return text;
+}
+
+std::string Problem_(const Problem& problem) { return Knobs(problem); }
+
+std::string OptionalId(const std::optional<int64_t>& id) { return id ? std::to_string(*id) : "-"; }
+
+}  // namespace
+
+std::string FormatSeconds(double seconds) {
+  const auto total = static_cast<int64_t>(std::llround(std::max(0.0, seconds)));
+  if (total >= 3600)
+    return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
+  return fmt::format("{}:{:02}", total / 60, total % 60);
+}
+
+Json RunToJson(const RunRecord& run) {
+  const RunSpec& s = run.spec;
+  return {{"id", run.id},
+          {"state", ToString(run.state)},
+          {"stop_reason", run.stop_reason},
+          {"template", s.template_name},
+          {"template_hash", s.template_hash},
+          {"problem", s.problem},
+          {"arch", s.arch},
+          {"device", s.device},
+          {"evaluator", s.evaluator},
+          {"driver_version", s.driver_version},
+          {"nvrtc_version", s.nvrtc_version},
+          {"evo_version", s.evo_version},
+          {"seed", s.seed},
+          {"budget", s.budget},
+          {"elite_size", s.elite_size},
+          {"generation_size", s.generation_size},
+          {"patience", s.patience},
+          {"evaluated", run.finished_candidates},
+          {"pending", run.pending_candidates},
+          {"created_at", run.created_at},
+          {"updated_at", run.updated_at}};
+}
+
+Json CandidateToJson(const CandidateRecord& c) {
+  Json json = {{"id", c.id},
+               {"run", c.run_id},
+               {"config_id", c.config_id},
+               {"generation", c.generation},
+               {"genome", c.proposal.genome},
+               {"operator", c.proposal.operator_name},
+               {"parents", Json::array()},
+               {"state", c.state == CandidateState::kPending ? "pending" : "finished"},
+               {"created_at", c.created_at},
+               {"finished_at", c.finished_at}};
+  if (c.proposal.parent1) json["parents"].push_back(*c.proposal.parent1);
+  if (c.proposal.parent2) json["parents"].push_back(*c.proposal.parent2);
+  if (c.state == CandidateState::kFinished) {
+    json["outcome"] = CandidateOutcomeToJson(c.outcome);
+    json["outcome"].erase("compile_log");
+  }
+  if (c.confirmation) json["confirmation"] = TimingFiguresToJson(*c.confirmation);
+  if (const auto score = c.score_us()) json["score_us"] = *score;
+  return json;
+}
+
+std::string RunHeadline(const RunRecord& run) {
+  const RunSpec& s = run.spec;
+  return fmt::format("run {}: {} {} on {} ({}{}), seed {}, budget {}, elite {}", run.id,
+                     s.template_name, Problem_(s.problem), s.device, s.arch,
+                     s.evaluator == "gpu" ? "" : ", " + s.evaluator, s.seed, s.budget,
+                     s.elite_size);
+}
+
+std::string RunsToText(const std::vector<RunRecord>& runs) {
+  if (runs.empty()) return "no runs\n";
+  std::string text = fmt::format("{:>4}  {:<8}  {:<22}  {:>9}  {:<24}  {}\n", "run", "state",
+                                 "stopped", "evaluated", "updated", "task");
+  for (const RunRecord& run : runs) {
+    text +=
+        fmt::format("{:>4}  {:<8}  {:<22}  {:>9}  {:<24}  {} {} on {}\n", run.id,
+                    ToString(run.state), run.stop_reason.empty() ? "-" : run.stop_reason,
+                    fmt::format("{}/{}", run.finished_candidates, run.spec.budget), run.updated_at,
+                    run.spec.template_name, Problem_(run.spec.problem), run.spec.device);
+  }
+  return text;
+}
+
+std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>& elite) {
+  std::string text = "elite of " + RunHeadline(run) + "\n";
+  if (elite.empty()) return text + "  (empty: no candidate has been measured and confirmed)\n";
+  text += fmt::format("{:>4}  {:>9}  {:>10}  {:>10}  {:>15}  {:>8}  {:>4}  {:>9}  {}\n", "rank",
+                      "candidate", "score us", "first us", "p10..p90 us", "TFLOP/s", "regs",
+                      "smem KiB", "knobs");
+  int rank = 0;
+  for (const CandidateRecord& c : elite) {
+    const TimingFigures& confirm = *c.confirmation;
+    const TimingFigures* first = c.outcome.timing();
+    const int64_t smem =
+        (c.outcome.resources ? c.outcome.resources->smem_static : 0) + c.outcome.dynamic_smem;
+    text +=
+        fmt::format("{:>4}  {:>9}  {:>10.2f}  {:>10.2f}  {:>15}  {:>8.1f}  {:>4}  {:>9.1f}  {}\n",
+                    ++rank, c.id, confirm.median_us, first ? first->median_us : NAN,
+                    fmt::format("{:.2f}..{:.2f}", confirm.p10_us, confirm.p90_us), confirm.tflops,
+                    c.outcome.resources ? c.outcome.resources->registers : 0,
+                    static_cast<double>(smem) / 1024, Knobs(c.proposal.genome));
+  }
+  return text;
+}
+
+std::string CandidateToText(const CandidateRecord& c) {
+  std::string text =
+      fmt::format("candidate {} of run {}, generation {}\n", c.id, c.run_id, c.generation);
+  text += "  knobs:     " + Knobs(c.proposal.genome) + "\n";
+  text += "  config:    " + c.config_id + "\n";
+  text += "  operator:  " + c.proposal.operator_name + "\n";
+  text += "  parents:   " + OptionalId(c.proposal.parent1) + ", " + OptionalId(c.proposal.parent2) +
+          "\n";
+  text += "  created:   " + c.created_at + "\n";
+  if (c.state == CandidateState::kPending) return text + "  state:     pending\n";
+  const CandidateOutcome& o = c.outcome;
+  text += "  finished:  " + c.finished_at + "\n";
+  text += "  status:    " + std::string(ToString(o.status)) +
+          (o.reason.empty() ? "" : ": " + o.reason) + "\n";
+  if (o.resources) {
+    const KernelResources& r = *o.resources;
+    text += fmt::format(
+        "  compile:   {} registers, {} B static + {} B dynamic shared memory, {} B stack, "
+        "spills {} B stored / {} B loaded, {} threads, {:.0f} ms{}\n",
+        r.registers, r.smem_static, o.dynamic_smem, r.stack_frame, r.spill_stores, r.spill_loads,
+        o.threads_per_block, o.compile_ms, o.compile_cached ? " (cached)" : "");
+  }
+  if (o.gpu) {
+    const CorrectnessFigures& k = o.gpu->correctness;
+    text += fmt::format(
+        "  correct:   {} over {} checks: max |err| {:.3g}, mean |err| {:.3g}, {} over tolerance, "
+        "{} non-finite{}\n",
+        k.passed ? "passed" : "failed", k.checks, k.worst.max_abs_error, k.worst.mean_abs_error,
+        k.worst.over_tolerance, k.worst.non_finite,
+        k.failure.empty() ? "" : " (" + k.failure + ")");
+  }
+  const auto timing_line = [](const char* label, const TimingFigures& t) {
+    return fmt::format(
+        "  {}median {:.2f} us, p10 {:.2f}, p90 {:.2f}, min {:.2f}; {} repetitions x {} "
+        "launches{}{}; "
+        "{:.1f} TFLOP/s\n",
+        label, t.median_us, t.p10_us, t.p90_us, t.min_us, t.repetitions, t.launches_per_repetition,
+        t.settled ? "" : " (spread not settled)", t.l2_flushed ? ", L2 flushed" : "", t.tflops);
+  };
+  if (const TimingFigures* t = o.timing()) text += timing_line("timing:    ", *t);
+  if (c.confirmation) text += timing_line("confirmed: ", *c.confirmation);
+  if (o.gpu_ms > 0) text += fmt::format("  gpu time:  {:.0f} ms\n", o.gpu_ms);
+  return text;
+}
+
+std::string ProgressLine(const SearchProgress& p) {
+  std::string line =
+      fmt::format("run {} gen {}: {}/{} evaluated", p.run_id, p.generation, p.evaluated, p.budget);
+  if (p.best) {
+    line += fmt::format(", best {:.2f} us ({:.1f} TFLOP/s, #{})", *p.best->score_us(),
+                        p.best->confirmation->tflops, p.best->id);
+  } else {
+    line += ", best -";
+  }
+  line += fmt::format(", {:.1f}/min", p.per_minute);
+  if (p.eta_seconds) line += ", ETA " + FormatSeconds(*p.eta_seconds);
+  return line;
+}
+
+}  // namespace evo::cli

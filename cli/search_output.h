@@ -1,0 +1,27 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/search.h"
+#include "population/store.h"
+
+namespace evo::cli {
+
+nlohmann::json RunToJson(const RunRecord& run);
+nlohmann::json CandidateToJson(const CandidateRecord& candidate);
+
+// One line per run.
+std::string RunsToText(const std::vector<RunRecord>& runs);
+std::string RunHeadline(const RunRecord& run);
+// The elite as a table, best first.
+std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>& elite);
+// Everything stored about one candidate.
+std::string CandidateToText(const CandidateRecord& candidate);
+// The live progress line of `evo run` (no newline).
+std::string ProgressLine(const SearchProgress& progress);
+
+std::string FormatSeconds(double seconds);
+
+}  // namespace evo::cli

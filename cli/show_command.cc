@@ -1,0 +1,244 @@
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/search_commands.h"
+#include "cli/search_output.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "engine/configuration.h"
+#include "evaluator/compile_cache.h"
+#include "evaluator/compile_gate.h"
+#include "evaluator/kernel_arguments.h"
+#include "evaluator/nvrtc_compiler.h"
+#include "population/store.h"
+
+namespace evo::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+struct ShowOptions {
+  std::string db = "runs/evo.db";
+  int64_t run = 0;  // 0: the latest
+  int64_t candidate = 0;
+  bool json = false;
+  bool source = false;
+  bool log = false;
+};
+
+PopulationStore OpenForReading(const std::string& db) {
+  if (!std::filesystem::exists(db)) {
+    throw Error("there is no database " + db + " (evo run creates it; --db names another)");
+  }
+  return PopulationStore(db, PopulationStore::Access::kReadOnly);
+}
+
+RunRecord SelectRun(PopulationStore& store, int64_t id) {
+  if (id > 0) {
+    std::optional<RunRecord> run = store.FindRun(id);
+    if (!run) throw Error("there is no run " + std::to_string(id) + " in " + store.path().string());
+    return *run;
+  }
+  const std::vector<RunRecord> runs = store.Runs();
+  if (runs.empty()) throw Error("there are no runs in " + store.path().string());
+  return runs.back();
+}
+
+CandidateRecord SelectCandidate(PopulationStore& store, int64_t id) {
+  std::optional<CandidateRecord> candidate = store.FindCandidate(id);
+  if (!candidate) {
+    throw Error("there is no candidate " + std::to_string(id) + " in " + store.path().string());
+  }
+  return *candidate;
+}
+
+// The template version a run searched, from the templates evo has now.
+const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpec& spec) {
+  const KernelTemplate& kernel_template = library.Find(spec.template_name);
+  if (kernel_template.source_hash != spec.template_hash) {
+    throw Error("the run searched version " + spec.template_hash.substr(0, 12) + " of " +
+                spec.template_name + ", but this evo has version " +
+                kernel_template.source_hash.substr(0, 12) +
+                "; pass the old version's folder with --templates");
+  }
+  return kernel_template;
+}
+
+void AddDbOption(CLI::App& app, ShowOptions& options) {
+  app.add_option("--db", options.db, "the population database")->capture_default_str();
+  app.add_flag("--json", options.json, "print JSON");
+}
+
+}  // namespace
+
+std::function<int()> SetupShow(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<ShowOptions>();
+  auto what = std::make_shared<std::string>();
+  app.require_subcommand(1);
+  CLI::App* runs = app.add_subcommand("runs", "every run: state, progress, task");
+  CLI::App* elite = app.add_subcommand("elite", "a run's Top-K elite with its figures");
+  CLI::App* candidate =
+      app.add_subcommand("candidate", "one candidate: genome, status, every figure, parents");
+  for (CLI::App* sub : {runs, elite, candidate}) {
+    AddDbOption(*sub, *options);
+    sub->callback([what, sub] { *what = sub->get_name(); });
+  }
+  elite->add_option("--run", options->run, "run id (default: the latest)");
+  candidate->add_option("id", options->candidate, "candidate id")->required();
+  candidate->add_flag("--source", options->source, "print the instantiated source");
+  candidate->add_flag("--log", options->log, "print NVRTC's log");
+  return [&global, options, what] {
+    PopulationStore store = OpenForReading(options->db);
+    if (*what == "runs") {
+      const std::vector<RunRecord> all = store.Runs();
+      if (options->json) {
+        Json json = Json::array();
+        for (const RunRecord& run : all) json.push_back(RunToJson(run));
+        std::cout << json.dump(2) << "\n";
+      } else {
+        std::cout << RunsToText(all);
+      }
+      return kExitOk;
+    }
+    if (*what == "elite") {
+      const RunRecord run = SelectRun(store, options->run);
+      const std::vector<CandidateRecord> members = store.Elite(run.id);
+      if (options->json) {
+        Json json = {{"run", RunToJson(run)}, {"elite", Json::array()}};
+        for (const CandidateRecord& c : members) json["elite"].push_back(CandidateToJson(c));
+        std::cout << json.dump(2) << "\n";
+      } else {
+        std::cout << EliteToText(run, members);
+      }
+      return kExitOk;
+    }
+    const CandidateRecord c = SelectCandidate(store, options->candidate);
+    std::string source;
+    if (options->source) {
+      const RunRecord run = SelectRun(store, c.run_id);
+      const TemplateLibrary library = LoadLibrary(global);
+      const KernelTemplate& kernel_template = TemplateOfRun(library, run.spec);
+      source = InstantiateSource(kernel_template, kernel_template.manifest.kernel,
+                                 &c.proposal.genome, run.spec.problem);
+    }
+    if (options->json) {
+      Json json = CandidateToJson(c);
+      if (options->log) json["compile_log"] = c.outcome.compile_log;
+      if (options->source) json["source"] = source;
+      std::cout << json.dump(2) << "\n";
+    } else {
+      std::cout << CandidateToText(c);
+      if (options->log) std::cout << "log:\n" << c.outcome.compile_log;
+      if (options->source) std::cout << "source:\n" << source;
+    }
+    return kExitOk;
+  };
+}
+
+std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<ShowOptions>();
+  auto out = std::make_shared<std::string>();
+  auto cache_dir = std::make_shared<std::string>("runs/cache");
+  app.add_option("id", options->candidate, "candidate id")->required();
+  app.add_option("--out", *out, "folder to write into (created)")->required();
+  app.add_option("--db", options->db, "the population database")->capture_default_str();
+  app.add_option("--cache-dir", *cache_dir, "compile cache folder")->capture_default_str();
+  return [&global, options, out, cache_dir] {
+    PopulationStore store = OpenForReading(options->db);
+    const CandidateRecord c = SelectCandidate(store, options->candidate);
+    const RunRecord run = SelectRun(store, c.run_id);
+    const TemplateLibrary library = LoadLibrary(global);
+    const KernelTemplate& kernel_template = TemplateOfRun(library, run.spec);
+    const Manifest& manifest = kernel_template.manifest;
+
+    // The cubin is rebuilt from the stored configuration: NVRTC is deterministic, and the
+    // compile cache usually has it.
+    NvrtcCompiler nvrtc;
+    CompileCache cache(*cache_dir);
+    CachingCompiler compiler(nvrtc, cache);
+    const ArchInfo& arch = ArchByName(run.spec.arch);
+    const CompileOutcome compiled = RunCompileGate(kernel_template, c.proposal.genome,
+                                                   run.spec.problem, arch, compiler, {true});
+    if (!compiled.compiled.ok) {
+      throw Error("candidate " + std::to_string(c.id) + " does not compile: " + compiled.reason);
+    }
+
+    const std::filesystem::path folder(*out);
+    std::filesystem::create_directories(folder);
+    const std::string stem = manifest.name;
+    WriteFileAtomically(folder / (stem + ".cubin"), compiled.compiled.cubin);
+    WriteFileAtomically(folder / (stem + ".cu"), compiled.source);
+
+    const Bindings bindings = CompileBindings(manifest, c.proposal.genome, run.spec.problem, arch);
+    const auto evaluate = [&](const Expression& expr) -> Json {
+      try {
+        return expr.Evaluate(bindings);
+      } catch (const Error&) {
+        return expr.text();  // needs the device's NUM_SMS / CTAS_PER_SM
+      }
+    };
+    Json params = Json::array();
+    for (const KernelArgSpec& arg : manifest.kernel.args) {
+      Json param = {{"name", arg.name}, {"dtype", arg.dtype}};
+      if (arg.kind == KernelArgSpec::Kind::kScalar) {
+        param["kind"] = "scalar";
+        param["value"] = arg.value->Evaluate(bindings);
+      } else {
+        param["kind"] = arg.kind == KernelArgSpec::Kind::kInput ? "input" : "output";
+        param["shape"] = Json::array();
+        int64_t elements = 1;
+        for (const Expression& dim : arg.shape) {
+          const int64_t extent = dim.Evaluate(bindings);
+          param["shape"].push_back(extent);
+          elements *= extent;
+        }
+        param["bytes"] = elements * DtypeBytes(arg.dtype);
+      }
+      params.push_back(param);
+    }
+    Json grid = Json::array();
+    bool grid_needs_device = false;
+    for (const Expression& dim : manifest.kernel.grid) {
+      grid.push_back(evaluate(dim));
+      grid_needs_device = grid_needs_device || grid.back().is_string();
+    }
+    Json block = Json::array();
+    for (const Expression& dim : manifest.kernel.block) block.push_back(dim.Evaluate(bindings));
+    const int64_t dynamic_smem = manifest.kernel.dynamic_smem.Evaluate(bindings);
+    Json launch = {
+        {"template", manifest.name},
+        {"template_hash", run.spec.template_hash},
+        {"run", run.id},
+        {"candidate", c.id},
+        {"config_id", c.config_id},
+        {"arch", run.spec.arch},
+        {"cubin", stem + ".cubin"},
+        {"source", stem + ".cu"},
+        {"entry", manifest.kernel.entry},
+        {"genome", c.proposal.genome},
+        {"problem", run.spec.problem},
+        {"params", params},
+        {"grid", grid},
+        {"block", block},
+        {"dynamic_smem_bytes", dynamic_smem},
+        // Over 48 KiB, cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) first.
+        {"needs_dynamic_smem_opt_in", dynamic_smem > 48 * 1024},
+        {"resources", compiled.resources ? KernelResourcesToJson(*compiled.resources) : Json()},
+        {"status", ToString(c.outcome.status)}};
+    if (grid_needs_device) {
+      launch["grid_bindings"] = {
+          {"NUM_SMS", "the device's multiprocessor count"},
+          {"CTAS_PER_SM",
+           "cuOccupancyMaxActiveBlocksPerMultiprocessor of the entry with block "
+           "and dynamic_smem_bytes"}};
+    }
+    if (c.confirmation) launch["confirmed_median_us"] = c.confirmation->median_us;
+    WriteFileAtomically(folder / "launch.json", launch.dump(2) + "\n");
+    std::cout << "exported candidate " << c.id << " of run " << run.id << " to " << folder.string()
+              << ": " << stem << ".cubin, " << stem << ".cu, launch.json\n";
+    return kExitOk;
+  };
+}
+
+}  // namespace evo::cli
