@@ -66,6 +66,10 @@ Statement Database::Prepare(std::string_view sql) { return Statement(*this, sql)
 
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
 
+int64_t Database::Changes() const { return sqlite3_changes64(db_); }
+
+bool Database::IsReadOnly() const { return sqlite3_db_readonly(db_, "main") == 1; }
+
 Statement::Statement(Database& db, std::string_view sql) : db_(&db) {
   if (sqlite3_prepare_v2(db.handle(), sql.data(), static_cast<int>(sql.size()), &statement_,
                          nullptr) != SQLITE_OK) {

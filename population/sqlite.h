@@ -30,6 +30,10 @@ class Database {
   void Execute(std::string_view sql);
   Statement Prepare(std::string_view sql);
   int64_t LastInsertRowId() const;
+  // Rows changed by the last INSERT, UPDATE or DELETE.
+  int64_t Changes() const;
+  // True when the main database is read-only: opened so, or the file is write-protected.
+  bool IsReadOnly() const;
   const std::filesystem::path& path() const { return path_; }
   sqlite3* handle() const { return db_; }
 
@@ -53,6 +57,11 @@ class Statement {
   Statement& Bind(int index, double value);
   Statement& Bind(int index, std::string_view text);
   Statement& BindNull(int index);
+  // NULL when empty, so absent figures stay absent in SQL queries.
+  template <typename T>
+  Statement& Bind(int index, const std::optional<T>& value) {
+    return value ? Bind(index, *value) : BindNull(index);
+  }
   bool Step();
   void Reset();
 

@@ -25,8 +25,8 @@ struct RunSpec {
   std::string nvrtc_version;
   std::string evo_version;
   uint64_t seed = 0;
-  int64_t budget = 0;       // candidates that reach the gates
-  int elite_size = 3;       // K of the Top-K elite
+  int64_t budget = 0;  // candidates that reach the gates
+  int elite_size = 3;  // K of the Top-K elite
   int generation_size = 16;
   int patience = 0;  // generations without improvement before the run stops; 0: no limit
 };
@@ -87,7 +87,7 @@ class PopulationStore {
                                   const std::vector<std::pair<std::string, Proposal>>& proposals);
 
   // One transaction per finished candidate: its outcome and confirmation, and the run's elite
-  // recomputed from every stored candidate (ElitePolicy). Throws when the candidate is unknown
+  // recomputed from every stored candidate (SelectElite). Throws when the candidate is unknown
   // or already finished.
   void Finish(int64_t candidate_id, const CandidateOutcome& outcome,
               const std::optional<TimingFigures>& confirmation);
@@ -100,6 +100,9 @@ class PopulationStore {
   void Migrate();
   sqlite::Database db_;
   int opened_schema_version_ = 0;
+  // The schema queries are written against: kSchemaVersion, or an older one read without
+  // migrating through kReadOnly.
+  int schema_version_ = kSchemaVersion;
 };
 
 // The elite rule, which the store applies on every Finish and tests recompute: among a run's
