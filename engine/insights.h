@@ -12,7 +12,9 @@ namespace evo {
 // How mutations should treat one knob, as the figures so far suggest.
 struct KnobBias {
   double weight = 1;  // relative chance that a mutation picks this knob
-  double down = 0.5;  // chance that a mutation of it moves toward smaller values
+  // Chance that a mutation of it moves toward the start of its domain: smaller values, as
+  // domains are listed in ascending order.
+  double down = 0.5;
   std::vector<int64_t> avoid;  // values whose candidates only ever failed
 };
 
@@ -29,8 +31,9 @@ struct Insights {
 //  - low occupancy of the best candidates -> knobs that raise registers per CTA move down;
 //  - values that only ever ended in runtime_error, timeout or incorrect are avoided;
 //  - a knob whose change made a child faster than its parent keeps moving that way.
-// Which knobs cost registers or shared memory is itself read from the figures: the mean
-// registers (shared memory) of compiled candidates at each value of a knob.
+// Which knobs cost registers or shared memory is itself read from the figures: how the
+// registers (shared memory) of compiled candidates rise along each knob's domain, fitted over
+// all knobs at once so that knobs the constraints tie together are told apart.
 Insights DeriveInsights(const Manifest& manifest, const std::vector<CandidateRecord>& history);
 
 }  // namespace evo
