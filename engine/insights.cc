@@ -4,8 +4,11 @@
 #include <cctype>
 #include <cmath>
 #include <functional>
-#include <limits>
-#include <set>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
 
 namespace evo {
 namespace {
@@ -30,9 +33,9 @@ constexpr int64_t kSmemPerSm = 228 * 1024;
 constexpr int64_t kThreadsPerSm = 2048;
 constexpr int64_t kCtasPerSm = 32;
 constexpr int64_t kWarpSize = 32;
-// Low occupancy: at most 8 resident warps per SM (1/8 of sm_90's 64). Registers alone cannot
-// push a CTA below 8 warps per SM unless a thread holds more than ~170 of them, so this fires
-// only for really heavy kernels, where fewer registers buy latency hiding.
+// Low occupancy: at most 8 resident warps per SM (1/8 of sm_90's 64). Registers alone leave
+// that few only when a thread holds more than 128 of them (CTAs of 8 warps) to 170 (4 warps),
+// so the rule fires for heavy kernels only, where fewer registers buy latency hiding.
 constexpr int64_t kLowOccupancyWarps = 8;
 constexpr size_t kBestForOccupancy = 3;
 constexpr double kOccupancyDown = 0.65;
