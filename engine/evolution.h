@@ -10,8 +10,8 @@
 namespace evo {
 
 struct EvolutionOptions {
-  double mutation_share = 0.6;   // of the children of generations after the first
-  double crossover_share = 0.25;  // the rest is random exploration
+  double mutation_share = 0.6;     // of the children of generations after the first
+  double crossover_share = 0.25;   // the rest is random exploration
   double two_knob_mutation = 0.3;  // chance that a mutation changes two knobs instead of one
 };
 

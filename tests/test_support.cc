@@ -114,4 +114,8 @@ void WriteTinyTemplate(const std::filesystem::path& folder, const std::string& n
   WriteFile(folder / "tiny.cu", source);
 }
 
+std::filesystem::path H100Recording() {
+  return SourceDir() / "tests" / "data" / "sdpa_fp16_h100_2x8x512x64.jsonl";
+}
+
 }  // namespace evo::test

@@ -37,6 +37,10 @@ struct CommandResult {
 std::filesystem::path EvoBinary();
 std::filesystem::path SourceDir();
 
+// The sweep of sdpa_fp16 at B=2, H=8, S=512, D=64 recorded on an H100 by `evo sweep`, which the
+// replay evaluator answers from.
+std::filesystem::path H100Recording();
+
 // Runs the built evo binary with these arguments in `working_dir`.
 CommandResult RunEvo(const std::vector<std::string>& args,
                      const std::filesystem::path& working_dir);

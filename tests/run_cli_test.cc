@@ -1,0 +1,296 @@
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "common/files.h"
+#include "engine/template_library.h"
+#include "evaluator/subprocess.h"
+#include "population/store.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+using test::RunEvo;
+
+std::vector<std::string> ReplayRun(const std::filesystem::path& db, int budget, int seed) {
+  return {"run",
+          "--replay",
+          test::H100Recording().string(),
+          "--db",
+          db.string(),
+          "--budget",
+          std::to_string(budget),
+          "--seed",
+          std::to_string(seed)};
+}
+
+std::vector<Genome> StoredGenomes(const std::filesystem::path& db, int64_t run) {
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  std::vector<Genome> genomes;
+  for (const CandidateRecord& c : store.Candidates(run)) genomes.push_back(c.proposal.genome);
+  return genomes;
+}
+
+TEST_CASE("evo run replays a search into the database and evo show reads it back", "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const auto run = RunEvo(ReplayRun(db, 40, 1), dir.path());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.err.find("replaying 896 configurations measured on NVIDIA H100") != std::string::npos);
+  CHECK(run.err.find("run 1 stopped: budget reached; 40 of 40 evaluated") != std::string::npos);
+  CHECK(run.out.find("elite of run 1: sdpa_fp16") != std::string::npos);
+
+  const auto elite = RunEvo({"show", "elite", "--db", db.string(), "--json"}, dir.path());
+  REQUIRE(elite.exit_code == 0);
+  const auto json = nlohmann::json::parse(elite.out);
+  REQUIRE(json["elite"].size() == 3);
+  CHECK(json["run"]["evaluated"] == 40);
+  CHECK(json["elite"][0]["score_us"].get<double>() <= json["elite"][1]["score_us"].get<double>());
+  const int64_t best = json["elite"][0]["id"].get<int64_t>();
+
+  const auto runs = RunEvo({"show", "runs", "--db", db.string()}, dir.path());
+  CHECK(runs.exit_code == 0);
+  CHECK(runs.out.find("finished  budget reached") != std::string::npos);
+
+  const auto candidate =
+      RunEvo({"show", "candidate", std::to_string(best), "--db", db.string(), "--log"}, dir.path());
+  CHECK(candidate.exit_code == 0);
+  CHECK(candidate.out.find("status:    measured") != std::string::npos);
+  CHECK(candidate.out.find("confirmed: median") != std::string::npos);
+  CHECK(candidate.out.find("ptxas info") != std::string::npos);
+
+  const auto missing = RunEvo({"show", "candidate", "9999", "--db", db.string()}, dir.path());
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("there is no candidate 9999") != std::string::npos);
+}
+
+TEST_CASE("evo run resumes the task's run, extends it with a larger budget, refuses a smaller",
+          "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  REQUIRE(RunEvo(ReplayRun(db, 20, 2), dir.path()).exit_code == 0);
+
+  const auto again = RunEvo(ReplayRun(db, 20, 2), dir.path());
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("run 1 of this task is finished") != std::string::npos);
+
+  auto extend = ReplayRun(db, 35, 2);
+  const auto extended = RunEvo(extend, dir.path());
+  INFO(extended.err);
+  CHECK(extended.exit_code == 0);
+  CHECK(extended.err.find("resuming run 1: 20 of 35 evaluated") != std::string::npos);
+  CHECK(StoredGenomes(db, 1).size() == 35);
+
+  const auto lower = RunEvo({"run", "--replay", test::H100Recording().string(), "--db", db.string(),
+                             "--budget", "50", "--resume", "1", "--seed", "3"},
+                            dir.path());
+  CHECK(lower.exit_code == 2);
+  CHECK(lower.err.find("is seeded with 2") != std::string::npos);
+
+  const auto fresh = RunEvo({"run", "--replay", test::H100Recording().string(), "--db", db.string(),
+                             "--budget", "5", "--new", "--seed", "3"},
+                            dir.path());
+  CHECK(fresh.exit_code == 0);
+  CHECK(fresh.err.find("run 2 stopped") != std::string::npos);
+}
+
+TEST_CASE("evo run refuses to resume a run measured on another GPU unless forced", "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  REQUIRE(RunEvo(ReplayRun(db, 10, 4), dir.path()).exit_code == 0);
+  // The same measurements claimed for another GPU: only the header differs.
+  std::string text = *TryReadFile(test::H100Recording());
+  const std::string from = "\"device\":\"NVIDIA H100 80GB HBM3\"";
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, from.size(), "\"device\":\"NVIDIA A100-SXM4-80GB\"");
+  const auto other = dir.path() / "other.jsonl";
+  test::WriteFile(other, text);
+  const std::vector<std::string> resume = {
+      "run", "--replay", other.string(), "--db", db.string(), "--budget", "20", "--resume", "1"};
+  const auto refused = RunEvo(resume, dir.path());
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("was evaluated by replay") != std::string::npos);
+  auto forced = resume;
+  forced.push_back("--force");
+  CHECK(RunEvo(forced, dir.path()).exit_code == 0);
+}
+
+TEST_CASE("evo run: bad input gets a clear error and leaves the database alone", "[cli][run]") {
+  test::TempDir dir;
+  const auto not_db = dir.path() / "notes.db";
+  test::WriteFile(not_db, "these are my notes, not a database\n");
+  const auto result = RunEvo(ReplayRun(not_db, 10, 1), dir.path());
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("not an evo database") != std::string::npos);
+  CHECK(*TryReadFile(not_db) == "these are my notes, not a database\n");
+
+  const auto db = dir.path() / "evo.db";
+  auto args = ReplayRun(db, 10, 1);
+  args.insert(args.end(), {"--time-limit", "soon"});
+  const auto limit = RunEvo(args, dir.path());
+  CHECK(limit.exit_code == 2);
+  CHECK(limit.err.find("malformed --time-limit 'soon'") != std::string::npos);
+
+  const auto shape = RunEvo({"run", "--replay", test::H100Recording().string(), "--db", db.string(),
+                             "--shape", "2,8,1024,64"},
+                            dir.path());
+  CHECK(shape.exit_code == 2);
+  CHECK(shape.err.find("is of sdpa_fp16") != std::string::npos);
+
+  const auto no_db =
+      RunEvo({"show", "elite", "--db", (dir.path() / "none.db").string()}, dir.path());
+  CHECK(no_db.exit_code == 2);
+  CHECK(no_db.err.find("there is no database") != std::string::npos);
+}
+
+TEST_CASE("a second evo run on a database in use is refused; the first run's data stays whole",
+          "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  auto slow = ReplayRun(db, 30, 5);
+  slow.insert(slow.begin(), test::EvoBinary().string());
+  slow.insert(slow.end(), {"--replay-delay-ms", "40"});
+  SubprocessOptions quiet;
+  quiet.stderr_path = dir.path() / "first.err";
+  Subprocess first(slow, quiet);
+  // Wait until the first run has created its run, then try a second.
+  for (int i = 0; i < 200 && !std::filesystem::exists(db.string() + ".lock"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto second = RunEvo(ReplayRun(db, 30, 5), dir.path());
+  CHECK(second.exit_code == 2);
+  CHECK(second.err.find("is in use by another evo run (pid " + std::to_string(first.pid())) !=
+        std::string::npos);
+  const ExitStatus status = first.Wait();
+  CHECK(status.exited());
+  CHECK(status.code == 0);
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  CHECK(store.Runs().size() == 1);
+  CHECK(store.FindRun(1)->finished_candidates == 30);
+}
+
+TEST_CASE("kill -9 at random moments, resume each time: exact budget, no repeats, true elite",
+          "[cli][run][kill]") {
+  test::TempDir dir;
+  constexpr int kBudget = 160;
+  const auto reference_db = dir.path() / "whole.db";
+  REQUIRE(RunEvo(ReplayRun(reference_db, kBudget, 77), dir.path()).exit_code == 0);
+
+  const auto db = dir.path() / "killed.db";
+  auto args = ReplayRun(db, kBudget, 77);
+  args.insert(args.begin(), test::EvoBinary().string());
+  args.insert(args.end(), {"--replay-delay-ms", "2"});
+  SubprocessOptions quiet;
+  quiet.stderr_path = dir.path() / "runs.err";
+  std::mt19937 random(2026);  // the moments, not the search: any sequence of them must do
+  int kills = 0;
+  bool finished = false;
+  int64_t last_count = 0;
+  for (int attempt = 0; attempt < 400 && !finished; ++attempt) {
+    Subprocess run(args, quiet);
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        kills < 20 ? std::uniform_int_distribution<int>(5, 120)(random) : 400));
+    if (run.TryWait()) {
+      const ExitStatus status = run.Wait();
+      REQUIRE(status.exited());
+      REQUIRE(status.code == 0);
+      finished = true;
+    } else {
+      run.Kill();
+      ++kills;
+    }
+    if (!std::filesystem::exists(db)) continue;
+    PopulationStore store(db, PopulationStore::Access::kReadOnly);
+    if (store.Runs().empty()) continue;
+    const RunRecord stored = *store.FindRun(1);
+    CHECK(stored.finished_candidates >= last_count);  // nothing finished is ever lost
+    last_count = stored.finished_candidates;
+    CHECK(stored.finished_candidates + stored.pending_candidates <= kBudget);
+    const std::vector<CandidateRecord> candidates = store.Candidates(1);
+    const std::vector<CandidateRecord> elite = store.Elite(1);
+    const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+    REQUIRE(elite.size() == expected.size());
+    for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+  }
+  REQUIRE(finished);
+  CHECK(kills >= 20);
+
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  const std::vector<CandidateRecord> candidates = store.Candidates(1);
+  CHECK(candidates.size() == kBudget);
+  std::set<Genome> unique;
+  std::set<std::string> ids;
+  for (const CandidateRecord& c : candidates) {
+    CHECK(c.state == CandidateState::kFinished);
+    unique.insert(c.proposal.genome);
+    ids.insert(c.config_id);
+  }
+  CHECK(unique.size() == kBudget);
+  CHECK(ids.size() == kBudget);
+  const std::vector<CandidateRecord> elite = store.Elite(1);
+  const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+  REQUIRE(elite.size() == 3);
+  for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+  // Resuming changed nothing the search decided: it is the uninterrupted run's.
+  CHECK(StoredGenomes(db, 1) == StoredGenomes(reference_db, 1));
+}
+
+TEST_CASE("evo export writes a cubin, its source and a launch description", "[cli][nvrtc]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const KernelTemplate& sdpa = library.Find("sdpa_fp16");
+  int64_t candidate = 0;
+  {
+    PopulationStore store(db, PopulationStore::Access::kReadWrite);
+    RunSpec spec;
+    spec.template_name = "sdpa_fp16";
+    spec.template_hash = sdpa.source_hash;
+    spec.problem = DefaultProblem(sdpa.manifest);
+    spec.arch = "sm_90";
+    spec.device = "NVIDIA H100 80GB HBM3";
+    spec.evaluator = "gpu";
+    spec.budget = 1;
+    const int64_t run = store.CreateRun(spec);
+    Proposal proposal;
+    proposal.genome =
+        test::GenomeFromSettings(sdpa.manifest, "BLOCK_M=128 NUM_WARPS=8 STAGES=3 PERSISTENT=1");
+    proposal.operator_name = "default";
+    candidate = store.AddPending(run, 0, {{"config", proposal}}).at(0);
+  }
+  const auto out = dir.path() / "export";
+  const auto exported = RunEvo({"export", std::to_string(candidate), "--out", out.string(), "--db",
+                                db.string(), "--cache-dir", (dir.path() / "cache").string()},
+                               dir.path());
+  INFO(exported.err);
+  REQUIRE(exported.exit_code == 0);
+  const std::string cubin = *TryReadFile(out / "sdpa_fp16.cubin");
+  CHECK(cubin.substr(0, 4) ==
+        "\x7f"
+        "ELF");
+  CHECK(TryReadFile(out / "sdpa_fp16.cu")->find("#define BLOCK_M 128") != std::string::npos);
+  const auto launch = nlohmann::json::parse(*TryReadFile(out / "launch.json"));
+  CHECK(launch["entry"] == "sdpa_fp16_fwd");
+  CHECK(launch["block"] == nlohmann::json::array({256, 1, 1}));
+  CHECK(launch["params"].size() == 8);
+  CHECK(launch["params"][0]["name"] == "Q");
+  CHECK(launch["params"][0]["shape"] == nlohmann::json::array({2, 8, 512, 64}));
+  CHECK(launch["params"][4]["value"] == 2);
+  // Q tile plus three stages of K and V tiles, fp16: past the 48 KiB a launch gets unasked.
+  CHECK(launch["dynamic_smem_bytes"] == (128 * 64 + 3 * 2 * 64 * 64) * 2);
+  CHECK(launch["needs_dynamic_smem_opt_in"] == true);
+  // Persistent CTAs: the grid depends on the device, and says what to bind.
+  CHECK(launch["grid"][0].is_string());
+  CHECK(launch.contains("grid_bindings"));
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,232 @@
+#include "engine/search.h"
+
+#include <catch2/catch.hpp>
+#include <set>
+
+#include "common/error.h"
+#include "evaluator/recording.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+// A run of sdpa_fp16 at the recording's shape, answered by replaying the H100 sweep.
+class ReplayedRun {
+ public:
+  explicit ReplayedRun(uint64_t seed, int64_t budget = 100, int patience = 0)
+      : library_(TemplateLibrary::Load({})),
+        kernel_template_(library_.Find("sdpa_fp16")),
+        problem_(DefaultProblem(kernel_template_.manifest)),
+        replay_(test::H100Recording(), "sdpa_fp16", problem_),
+        space_(kernel_template_.manifest, problem_, ArchByName(replay_.identity().arch)),
+        store_(dir_.path() / "evo.db", PopulationStore::Access::kReadWrite) {
+    RunSpec spec;
+    spec.template_name = "sdpa_fp16";
+    spec.template_hash = replay_.identity().template_hash;
+    spec.problem = problem_;
+    spec.arch = replay_.identity().arch;
+    spec.device = replay_.identity().device;
+    spec.evaluator = replay_.identity().evaluator;
+    spec.seed = seed;
+    spec.budget = budget;
+    spec.elite_size = 3;
+    spec.generation_size = 16;
+    spec.patience = patience;
+    run_id_ = store_.CreateRun(spec);
+  }
+
+  SearchSummary Run(SearchOptions options = {}, int64_t stop_after = -1) {
+    std::atomic<bool> stop{false};
+    int64_t seen = 0;
+    Search search(store_, run_id_, space_, replay_, options);
+    return search.Run(
+        [&](const SearchProgress&) {
+          if (stop_after >= 0 && ++seen >= stop_after) stop = true;
+        },
+        stop);
+  }
+
+  std::vector<Genome> Genomes() {
+    std::vector<Genome> genomes;
+    for (const CandidateRecord& c : store_.Candidates(run_id_))
+      genomes.push_back(c.proposal.genome);
+    return genomes;
+  }
+
+  PopulationStore& store() { return store_; }
+  int64_t run_id() const { return run_id_; }
+  const SearchSpace& space() const { return space_; }
+
+ private:
+  test::TempDir dir_;
+  TemplateLibrary library_;
+  const KernelTemplate& kernel_template_;
+  Problem problem_;
+  ReplayEvaluator replay_;
+  SearchSpace space_;
+  PopulationStore store_;
+  int64_t run_id_ = 0;
+};
+
+TEST_CASE("a replayed search spends its budget exactly, never repeats, keeps the implied elite",
+          "[search]") {
+  ReplayedRun run(11);
+  const SearchSummary summary = run.Run();
+  CHECK(summary.reason == StopReason::kBudget);
+  CHECK(summary.evaluated_now == 100);
+
+  const std::vector<CandidateRecord> candidates = run.store().Candidates(run.run_id());
+  REQUIRE(candidates.size() == 100);
+  std::set<Genome> genomes;
+  std::set<std::string> ids;
+  int measured = 0;
+  for (const CandidateRecord& c : candidates) {
+    CHECK(c.state == CandidateState::kFinished);
+    CHECK(run.space().IsValid(c.proposal.genome));
+    genomes.insert(c.proposal.genome);
+    ids.insert(c.config_id);
+    if (c.outcome.status == Status::kMeasured) ++measured;
+    if (c.generation > 0 && c.proposal.operator_name.rfind("random", 0) != 0) {
+      CHECK(c.proposal.parent1.has_value());
+    }
+  }
+  CHECK(genomes.size() == 100);
+  CHECK(ids.size() == 100);
+  CHECK(measured > 10);
+
+  const std::vector<CandidateRecord> elite = run.store().Elite(run.run_id());
+  const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+  REQUIRE(elite.size() == 3);
+  REQUIRE(expected.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(elite[i].id == expected[i].id);
+    CHECK(elite[i].confirmation.has_value());
+  }
+  // Nothing measured and not slow beats the elite's last member without having been confirmed.
+  for (const CandidateRecord& c : candidates) {
+    if (c.outcome.status == Status::kMeasured && !c.confirmation) {
+      CHECK(c.outcome.timing()->median_us >= *elite.back().score_us() - 1e-9);
+    }
+  }
+  const RunRecord stored = *run.store().FindRun(run.run_id());
+  CHECK(stored.state == RunState::kFinished);
+  CHECK(stored.stop_reason == "budget reached");
+  CHECK(stored.finished_candidates == 100);
+}
+
+TEST_CASE("the same seed replays the same search; another seed searches otherwise", "[search]") {
+  ReplayedRun first(5, 64);
+  ReplayedRun second(5, 64);
+  ReplayedRun other(6, 64);
+  first.Run();
+  second.Run();
+  other.Run();
+  CHECK(first.Genomes() == second.Genomes());
+  CHECK(first.Genomes() != other.Genomes());
+}
+
+TEST_CASE("a stopped run resumes into the very search the uninterrupted one makes", "[search]") {
+  ReplayedRun whole(21, 80);
+  whole.Run();
+  ReplayedRun pieces(21, 80);
+  // Stops land mid-generation, leaving pending candidates to redo.
+  for (int64_t stop_after : {5, 13, 1, 30}) {
+    const SearchSummary summary = pieces.Run({}, stop_after);
+    CHECK(summary.reason == StopReason::kInterrupted);
+    CHECK(pieces.store().FindRun(pieces.run_id())->state == RunState::kPaused);
+  }
+  const SearchSummary last = pieces.Run();
+  CHECK(last.reason == StopReason::kBudget);
+  CHECK(pieces.Genomes() == whole.Genomes());
+  CHECK(pieces.store().FindRun(pieces.run_id())->finished_candidates == 80);
+  CHECK(pieces.store().FindRun(pieces.run_id())->pending_candidates == 0);
+}
+
+TEST_CASE("a larger budget extends a finished run", "[search]") {
+  ReplayedRun run(3, 20);
+  CHECK(run.Run().reason == StopReason::kBudget);
+  run.store().SetRunBudget(run.run_id(), 45);
+  const SearchSummary more = run.Run();
+  CHECK(more.reason == StopReason::kBudget);
+  CHECK(more.evaluated_now == 25);
+  CHECK(run.store().Candidates(run.run_id()).size() == 45);
+}
+
+TEST_CASE("the time limit pauses a run, and it resumes", "[search]") {
+  ReplayedRun run(4, 30);
+  SearchOptions options;
+  options.time_limit = std::chrono::seconds(0);
+  const SearchSummary summary = run.Run(options);
+  CHECK(summary.reason == StopReason::kTimeLimit);
+  CHECK(summary.evaluated_now == 0);
+  CHECK(run.store().FindRun(run.run_id())->state == RunState::kPaused);
+  CHECK(run.Run().reason == StopReason::kBudget);
+}
+
+TEST_CASE("patience stops a run whose generations stopped improving", "[search]") {
+  ReplayedRun run(8, 800, 2);
+  const SearchSummary summary = run.Run();
+  REQUIRE(summary.reason == StopReason::kPatience);
+  const std::vector<CandidateRecord> candidates = run.store().Candidates(run.run_id());
+  CHECK(candidates.size() < 800);
+  CHECK(GenerationsWithoutImprovement(candidates) == 2);
+}
+
+TEST_CASE("the performance gate calls far slower measurements slow", "[search]") {
+  ReplayedRun run(9, 48);
+  SearchOptions options;
+  options.slow_factor = 1.05;
+  run.Run(options);
+  int slow = 0;
+  for (const CandidateRecord& c : run.store().Candidates(run.run_id())) {
+    if (c.outcome.status != Status::kSlow) continue;
+    ++slow;
+    CHECK(!c.confirmation);
+    CHECK(c.outcome.timing() != nullptr);
+  }
+  CHECK(slow > 0);
+}
+
+TEST_CASE("the replay refuses configurations and tasks it has no measurement of", "[search]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const Manifest& manifest = library.Find("sdpa_fp16").manifest;
+  Problem problem = DefaultProblem(manifest);
+  ReplayEvaluator replay(test::H100Recording(), "sdpa_fp16", problem);
+  CHECK(replay.size() > 100);
+  Genome unknown = DefaultGenome(manifest);
+  unknown["BLOCK_M"] = 3;
+  CHECK_THROWS_WITH(replay.Evaluate(unknown), Catch::Contains("holds no measurement"));
+  problem["S_q"] = 1024;
+  CHECK_THROWS_WITH(ReplayEvaluator(test::H100Recording(), "sdpa_fp16", problem),
+                    Catch::Contains("is of sdpa_fp16"));
+}
+
+TEST_CASE("generations without improvement count only improvements beyond the noise", "[search]") {
+  const auto candidate = [](int generation, double median, double spread) {
+    CandidateRecord c;
+    c.id = generation * 10 + static_cast<int>(median);
+    c.generation = generation;
+    c.state = CandidateState::kFinished;
+    c.outcome.status = Status::kMeasured;
+    TimingFigures t;
+    t.median_us = median;
+    t.p10_us = median - spread / 2;
+    t.p90_us = median + spread / 2;
+    c.confirmation = t;
+    return c;
+  };
+  // 10.0 -> 9.95 is inside 1 %; 9.0 is an improvement; 8.95 is inside the spread of 0.2.
+  std::vector<CandidateRecord> history = {candidate(0, 10.0, 0.05), candidate(1, 9.95, 0.05)};
+  CHECK(GenerationsWithoutImprovement(history) == 1);
+  history.push_back(candidate(2, 9.0, 0.2));
+  CHECK(GenerationsWithoutImprovement(history) == 0);
+  history.push_back(candidate(3, 8.95, 0.2));
+  CHECK(GenerationsWithoutImprovement(history) == 1);
+  CandidateRecord pending = candidate(4, 1.0, 0.0);
+  pending.state = CandidateState::kPending;
+  history.push_back(pending);
+  CHECK(GenerationsWithoutImprovement(history) == 1);  // generation 4 is not complete
+}
+
+}  // namespace
+}  // namespace evo
