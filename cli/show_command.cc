@@ -175,7 +175,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
       try {
         return expr.Evaluate(bindings);
       } catch (const Error&) {
-        return expr.text();  // needs the device's NUM_SMS / CTAS_PER_SM
+        return expr.Fold(bindings);  // still needs the device's NUM_SMS / CTAS_PER_SM
       }
     };
     Json params = Json::array();

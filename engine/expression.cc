@@ -498,6 +498,63 @@ class Evaluator {
   const std::string& text_;
 };
 
+// Renders an expression with every subtree whose names are all bound replaced by its value.
+class Folder {
+ public:
+  Folder(const Ast& ast, const Bindings& bindings, const std::string& text)
+      : ast_(ast), bindings_(bindings), evaluator_(ast, bindings, text) {}
+
+  std::string Fold(size_t index) const {
+    if (Bound(index)) return std::to_string(evaluator_.Evaluate(index));
+    const Ast::Node& node = ast_.nodes[index];
+    switch (node.kind) {
+      case Ast::Kind::kLiteral:
+        return std::to_string(node.value);
+      case Ast::Kind::kName:
+        return node.name;
+      case Ast::Kind::kNegate:
+        return "-(" + Fold(node.operands[0]) + ")";
+      case Ast::Kind::kNot:
+        return "!(" + Fold(node.operands[0]) + ")";
+      case Ast::Kind::kConditional:
+        if (Bound(node.operands[0])) {
+          return Fold(node.operands[evaluator_.Evaluate(node.operands[0]) != 0 ? 1 : 2]);
+        }
+        return "(" + Fold(node.operands[0]) + " ? " + Fold(node.operands[1]) + " : " +
+               Fold(node.operands[2]) + ")";
+      case Ast::Kind::kBinary:
+        return "(" + Fold(node.operands[0]) + " " + std::string(SymbolOf(node.op)) + " " +
+               Fold(node.operands[1]) + ")";
+      case Ast::Kind::kCall: {
+        std::string text;
+        for (const FunctionInfo& info : kFunctions) {
+          if (info.function == node.function) text = std::string(info.name);
+        }
+        text += "(";
+        for (size_t i = 0; i < node.operands.size(); ++i) {
+          text += (i > 0 ? ", " : "") + Fold(node.operands[i]);
+        }
+        return text + ")";
+      }
+    }
+    return "?";
+  }
+
+ private:
+  bool Bound(size_t index) const {
+    const Ast::Node& node = ast_.nodes[index];
+    if (node.kind == Ast::Kind::kName) return bindings_.find(node.name) != bindings_.end();
+    for (size_t operand : node.operands) {
+      if (!Bound(operand)) return false;
+    }
+    return true;
+  }
+
+  const Ast& ast_;
+  const Bindings& bindings_;
+  Evaluator evaluator_;
+};
+
 }  // namespace
 
 Expression::Expression(std::string text, std::shared_ptr<const internal::ExpressionAst> ast)
@@ -515,6 +572,10 @@ Expression Expression::Parse(std::string_view text) {
 
 int64_t Expression::Evaluate(const Bindings& bindings) const {
   return Evaluator(*ast_, bindings, text_).Evaluate(ast_->root);
+}
+
+std::string Expression::Fold(const Bindings& bindings) const {
+  return Folder(*ast_, bindings, text_).Fold(ast_->root);
 }
 
 std::set<std::string> Expression::Identifiers() const { return ast_->identifiers; }

@@ -41,6 +41,12 @@ class Expression {
   // modulo by zero, a non-positive ceil_div divisor or log2 argument, or int64_t overflow.
   int64_t Evaluate(const Bindings& bindings) const;
 
+  // The expression's text with every part whose names are all bound replaced by its value, and
+  // conditionals with a bound condition replaced by the branch taken: "min(128, (NUM_SMS *
+  // CTAS_PER_SM))" for a launch that still needs the device's figures. Fully parenthesized. May
+  // throw like Evaluate on the bound parts.
+  std::string Fold(const Bindings& bindings) const;
+
   // Every name the expression references (function names excluded), so callers can reject unknown
   // names at load time instead of on first evaluation.
   std::set<std::string> Identifiers() const;

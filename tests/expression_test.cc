@@ -231,5 +231,23 @@ TEST_CASE("A default-constructed Expression is the constant 0", "[expression]") 
   CHECK(zero.Identifiers().empty());
 }
 
+TEST_CASE("Expression Fold keeps only what still needs a value", "[expression]") {
+  const Expression grid = Expression::Parse(
+      "PERSISTENT ? min(B * H * ceil_div(S_q, BLOCK_M), NUM_SMS * CTAS_PER_SM) : "
+      "ceil_div(S_q, BLOCK_M)");
+  Bindings known = {{"PERSISTENT", 1}, {"B", 2}, {"H", 8}, {"S_q", 512}, {"BLOCK_M", 64}};
+  CHECK(grid.Fold(known) == "min(128, (NUM_SMS * CTAS_PER_SM))");
+  known["PERSISTENT"] = 0;
+  CHECK(grid.Fold(known) == "8");
+  CHECK(Expression::Parse("X ? 1 : -Y").Fold({}) == "(X ? 1 : -(Y))");
+  CHECK(Expression::Parse("!(A + 1 < 3)").Fold({{"B", 1}}) == "!(((A + 1) < 3))");
+  // A folded text parses back to an expression of the same value.
+  const Bindings device = {{"NUM_SMS", 132}, {"CTAS_PER_SM", 2}};
+  known["PERSISTENT"] = 1;
+  Bindings all = known;
+  all.insert(device.begin(), device.end());
+  CHECK(Expression::Parse(grid.Fold(known)).Evaluate(device) == grid.Evaluate(all));
+}
+
 }  // namespace
 }  // namespace evo

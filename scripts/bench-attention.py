@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""evo's best kernel beside PyTorch's flash attention and cuDNN, on the GPU that is here.
+
+For each shape it runs `evo run` (resuming the shape's database when one is there), exports the
+best elite, loads its cubin with CuPy and times it, torch flash (FlashAttention-2) and cuDNN
+the same way, in the same process: 20 back-to-back calls captured in a CUDA graph, the graph
+replayed and timed with CUDA events, the median over replays divided by 20. Before timing,
+evo's output is checked against PyTorch's math backend in fp32.
+
+Needs PyTorch and CuPy (both are on the H100 machine).
+  scripts/bench-attention.py --evo build-bundle/evo --budget 60 --work runs/bench
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+# The shapes of ../shared/anchors.md: (B, H, S, D, causal).
+ANCHOR_SHAPES = [
+    (1, 8, 512, 64, False), (1, 8, 512, 64, True),
+    (2, 8, 512, 64, False), (2, 8, 512, 64, True),
+    (2, 8, 2048, 64, False), (2, 8, 2048, 64, True),
+    (2, 8, 2048, 128, False), (2, 8, 2048, 128, True),
+    (8, 16, 1024, 64, False),
+    (4, 16, 4096, 128, False), (4, 16, 4096, 128, True),
+    (4, 16, 4096, 64, False),
+    (1, 16, 16384, 128, False),
+]
+
+CALLS_PER_GRAPH = 20
+REPLAYS = 30
+
+
+def parse_shape(text):
+    parts = text.split(",")
+    causal = parts[-1] == "causal"
+    if causal:
+        parts = parts[:-1]
+    if len(parts) != 4:
+        raise SystemExit(f"bench-attention: shape '{text}' is not B,H,S,D[,causal]")
+    b, h, s, d = (int(p) for p in parts)
+    return (b, h, s, d, causal)
+
+
+def shape_name(shape):
+    b, h, s, d, causal = shape
+    return f"{b}x{h}x{s}x{d}" + ("_causal" if causal else "")
+
+
+def evo(args, *command):
+    result = subprocess.run([args.evo, *command], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.stderr.write(result.stderr)
+        raise SystemExit(f"bench-attention: evo {' '.join(command)} exited {result.returncode}")
+    return result.stdout
+
+
+def search_and_export(args, shape):
+    """Runs (or resumes) evo's search for the shape; returns the exported folder."""
+    b, h, s, d, causal = shape
+    name = shape_name(shape)
+    db = os.path.join(args.work, name + ".db")
+    command = ["run", "--template", args.template, "--shape", f"{b},{h},{s},{d}",
+               "--elite", "3", "--budget", str(args.budget), "--db", db]
+    if causal:
+        command.append("--causal")
+    if args.time_limit:
+        command += ["--time-limit", args.time_limit]
+    if not args.no_search:
+        evo(args, *command)
+    elite = json.loads(evo(args, "show", "elite", "--db", db, "--json"))["elite"]
+    if not elite:
+        raise SystemExit(f"bench-attention: the run for {name} has no elite")
+    folder = os.path.join(args.work, name)
+    evo(args, "export", str(elite[0]["id"]), "--out", folder, "--db", db)
+    return folder
+
+
+def time_graph(torch, launch):
+    """Median per-call device time (µs) of back-to-back launches replayed from a CUDA graph."""
+    for _ in range(3):
+        launch()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(CALLS_PER_GRAPH):
+            launch()
+    graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(REPLAYS):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000.0 / CALLS_PER_GRAPH)
+    return statistics.median(times)
+
+
+def grid_of(launch_json, num_sms, ctas_per_sm):
+    def ceil_div(a, b):
+        return -(-a // b)
+
+    grid = []
+    for dim in launch_json["grid"]:
+        if isinstance(dim, int):
+            grid.append(dim)
+        else:
+            grid.append(int(eval(dim.replace("/", "//"), {"__builtins__": {}},  # noqa: S307 (evo's own expression)
+                                 {"min": min, "max": max, "ceil_div": ceil_div,
+                                  "NUM_SMS": num_sms, "CTAS_PER_SM": ctas_per_sm})))
+    return tuple(grid)
+
+
+def evo_launcher(torch, cupy, folder, q, k, v, o):
+    launch_json = json.load(open(os.path.join(folder, "launch.json")))
+    module = cupy.RawModule(path=os.path.join(folder, launch_json["cubin"]))
+    function = module.get_function(launch_json["entry"])
+    smem = launch_json["dynamic_smem_bytes"]
+    if launch_json["needs_dynamic_smem_opt_in"]:
+        function.max_dynamic_shared_size_bytes = smem
+    block = tuple(launch_json["block"])
+    device = cupy.cuda.Device()
+    num_sms = device.attributes["MultiProcessorCount"]
+    ctas_per_sm = 0
+    if any(isinstance(dim, str) for dim in launch_json["grid"]):
+        from cupy.cuda import driver
+        ctas_per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            function.ptr, block[0] * block[1] * block[2], smem)
+    grid = grid_of(launch_json, num_sms, ctas_per_sm)
+    tensors = {"Q": q, "K": k, "V": v, "O": o}
+    arguments = []
+    for param in launch_json["params"]:
+        if param["kind"] == "scalar":
+            arguments.append(cupy.int32(param["value"]))
+        else:
+            tensor = tensors[param["name"]]
+            if list(tensor.shape) != param["shape"]:
+                raise SystemExit(f"bench-attention: {param['name']} is {list(tensor.shape)}, "
+                                 f"the export wants {param['shape']}")
+            arguments.append(cupy.from_dlpack(tensor))
+
+    def launch():
+        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+        with stream:
+            function(grid, block, tuple(arguments), shared_mem=smem)
+
+    return launch, launch_json
+
+
+def flops(shape):
+    b, h, s, d, causal = shape
+    return 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--evo", default="build/evo", help="the evo binary")
+    parser.add_argument("--template", default="sdpa_fp16")
+    parser.add_argument("--budget", type=int, default=60, help="evo run --budget per shape")
+    parser.add_argument("--time-limit", default="", help="evo run --time-limit per shape")
+    parser.add_argument("--work", default="runs/bench", help="databases and exports")
+    parser.add_argument("--shapes", nargs="*", help="B,H,S,D[,causal] (default: anchors.md)")
+    parser.add_argument("--no-search", action="store_true",
+                        help="use the databases as they are, run no search")
+    parser.add_argument("--json", help="also write the rows to this JSON file")
+    args = parser.parse_args()
+    shapes = [parse_shape(t) for t in args.shapes] if args.shapes else ANCHOR_SHAPES
+    os.makedirs(args.work, exist_ok=True)
+
+    import cupy
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    import torch.nn.functional as F
+
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"cuDNN {torch.backends.cudnn.version()}, CuPy {cupy.__version__}; per-call medians "
+          f"of {CALLS_PER_GRAPH} calls in a CUDA graph, {REPLAYS} replays", flush=True)
+    rows = []
+    for shape in shapes:
+        b, h, s, d, causal = shape
+        folder = search_and_export(args, shape)
+        generator = torch.Generator(device="cuda").manual_seed(2026)
+        q, k, v = (torch.randn((b, h, s, d), device="cuda", dtype=torch.float16,
+                               generator=generator) for _ in range(3))
+        o = torch.empty_like(q)
+        launch, launch_json = evo_launcher(torch, cupy, folder, q, k, v, o)
+        launch()
+        torch.cuda.synchronize()
+        with sdpa_kernel(SDPBackend.MATH):
+            expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                                      is_causal=causal)
+        error = (o.float() - expected).abs().max().item()
+        if not math.isfinite(error) or error > 0.02:
+            raise SystemExit(f"bench-attention: evo's kernel for {shape_name(shape)} is off by "
+                             f"{error} from PyTorch's math backend")
+        row = {"shape": [b, h, s, d], "causal": causal, "evo_candidate": launch_json["candidate"],
+               "evo_genome": launch_json["genome"], "evo_max_abs_error": error,
+               "evo_us": time_graph(torch, launch)}
+        for key, backend in (("flash_us", SDPBackend.FLASH_ATTENTION),
+                             ("cudnn_us", SDPBackend.CUDNN_ATTENTION)):
+            with sdpa_kernel(backend):
+                row[key] = time_graph(
+                    torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        rows.append(row)
+        print(f"  {shape_name(shape)}: evo {row['evo_us']:.2f} us, flash {row['flash_us']:.2f} "
+              f"us, cuDNN {row['cudnn_us']:.2f} us", flush=True)
+
+    header = (f"{'B,H,S,D':<14} {'causal':<6} {'evo us':>9} {'evo TF':>7} {'flash us':>9} "
+              f"{'flash TF':>8} {'cuDNN us':>9} {'cuDNN TF':>8} {'vs flash':>8} {'vs cuDNN':>8}"
+              f"  evo's knobs")
+    print(header)
+    for row in rows:
+        shape = (*row["shape"], row["causal"])
+        tf = lambda us: flops(shape) / (us * 1e-6) / 1e12  # noqa: E731
+        knobs = " ".join(f"{k}={v}" for k, v in sorted(row["evo_genome"].items()))
+        print(f"{','.join(map(str, row['shape'])):<14} {'yes' if row['causal'] else 'no':<6} "
+              f"{row['evo_us']:>9.2f} {tf(row['evo_us']):>7.1f} {row['flash_us']:>9.2f} "
+              f"{tf(row['flash_us']):>8.1f} {row['cudnn_us']:>9.2f} {tf(row['cudnn_us']):>8.1f} "
+              f"{row['flash_us'] / row['evo_us']:>7.2f}x {row['cudnn_us'] / row['evo_us']:>7.2f}x"
+              f"  {knobs}")
+    print("vs flash, vs cuDNN: the peer's time over evo's (above 1: evo is faster)")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(rows, out, indent=2)
+
+
+if __name__ == "__main__":
+    main()
