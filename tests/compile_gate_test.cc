@@ -77,6 +77,10 @@ TEST_CASE(
       {{"BLOCK_M=256 BLOCK_N=128 NUM_WARPS=8 STAGES=4", 128, 0}, "sm_90", "smem_fits_block"},
       // 160 KiB fits an H100 and an A100 block but not an sm_89 one.
       {{"BLOCK_M=128 BLOCK_N=128 NUM_WARPS=8 STAGES=2", 128, 0}, "sm_89", "smem_fits_block"},
+      // Four m16 tiles of S and O per warp: 4 * (128 + 128) / 2 = 512 fp32 accumulators.
+      {{"BLOCK_M=128 BLOCK_N=128 NUM_WARPS=2 STAGES=1", 128, 0},
+       "sm_90",
+       "accumulators_fit_registers"},
   };
   for (const Case& c : cases) {
     INFO(c.arch << " " << c.config.settings);
@@ -94,8 +98,9 @@ TEST_CASE(
 
 TEST_CASE("an sdpa_fp16 configuration that spills is rejected with its figures",
           "[compile][nvrtc]") {
-  // Two warps over 128 rows hold four m16 tiles each of S (128 keys) and O (128 dims) in fp32.
-  const SdpaConfig spilling = {"BLOCK_M=128 BLOCK_N=128 NUM_WARPS=2 STAGES=1", 128, 0};
+  // Two m16 tiles of S (128 keys) and O (64 dims) per warp: 192 fp32 accumulators, at the
+  // manifest's limit, and more than ptxas can keep beside the addresses and fragments.
+  const SdpaConfig spilling = {"BLOCK_M=64 BLOCK_N=128 NUM_WARPS=2 STAGES=1", 64, 0};
   const CompileOutcome rejected = CompileSdpa(spilling, "sm_90");
   CHECK(rejected.status == Status::kResourceReject);
   REQUIRE(rejected.resources);

@@ -103,7 +103,7 @@ TEST_CASE("spills push the knobs that cost registers down", "[engine]") {
   std::vector<CandidateRecord> history = CompiledHistory(SdpaLikeFigures, 60, 2);
   int spilling = 0;
   for (CandidateRecord& record : history) {
-    if (record.outcome.resources->registers < 120) continue;
+    if (record.outcome.resources->registers < 64) continue;
     record.outcome.resources->spill_stores = 64;
     record.outcome.resources->spill_loads = 64;
     record.outcome.status = Status::kResourceReject;
