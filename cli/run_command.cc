@@ -190,6 +190,8 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
                                 std::shared_ptr<RunOptions> options) {
   return [&global, &app, options] {
     const TemplateLibrary library = LoadLibrary(global);
+    // Without a GPU, say so before a database is created or touched.
+    if (options->task.replay.empty()) QueryDevices();
     PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
     const RunLock lock(options->db);
 

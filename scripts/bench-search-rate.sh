@@ -18,15 +18,20 @@ start=$(date +%s.%N)
 }
 end=$(date +%s.%N)
 
-"$evo" show runs --db "$work/evo.db" --json >"$work/runs.json"
-python3 - "$work/runs.json" "$start" "$end" "$(nproc)" <<'EOF'
-import json, sys
-runs = json.load(open(sys.argv[1]))
-run = runs[0] if isinstance(runs, list) else runs["runs"][0]
+python3 - "$work/evo.db" "$start" "$end" "$(nproc)" <<'EOF'
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+statuses = dict(db.execute("SELECT status, COUNT(*) FROM candidates WHERE state = 'finished' "
+                           "GROUP BY status").fetchall())
 wall = float(sys.argv[3]) - float(sys.argv[2])
-done = run["evaluated"]
-print(f"search rate: {done} candidates through the gates in {wall:.1f} s wall "
-      f"(process start to exit, {sys.argv[4]} CPU cores): {60.0 * done / wall:.1f} per minute")
+counted = sum(n for status, n in statuses.items() if status != "invalid")
+# Past the compile gate: everything the GPU worker ran (correctness, then timing).
+on_gpu = sum(n for status, n in statuses.items()
+             if status not in ("invalid", "compile_error", "resource_reject"))
+print(f"search rate: {counted} candidates in {wall:.1f} s wall (process start to exit, "
+      f"{sys.argv[4]} CPU cores): {60.0 * counted / wall:.1f} per minute; {on_gpu} of them "
+      f"through all three gates: {60.0 * on_gpu / wall:.1f} per minute")
+print("statuses: " + ", ".join(f"{s} {n}" for s, n in sorted(statuses.items())))
 EOF
 grep -E "stopped:" "$work/stderr" || true
 grep -E "^ *[0-9]+ +[0-9]+ " "$work/stdout" | head -3 || true

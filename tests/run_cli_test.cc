@@ -150,6 +150,18 @@ TEST_CASE("evo run: bad input gets a clear error and leaves the database alone",
   CHECK(no_db.err.find("there is no database") != std::string::npos);
 }
 
+TEST_CASE("evo run without a GPU says so and creates no database", "[cli][run]") {
+  if (test::HaveGpuDriver()) {
+    WARN("skipped: this machine has a GPU driver");
+    return;
+  }
+  test::TempDir dir;
+  const auto result = RunEvo({"run", "--elite", "3", "--budget", "100"}, dir.path());
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("no GPU") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "runs" / "evo.db"));
+}
+
 TEST_CASE("a second evo run on a database in use is refused; the first run's data stays whole",
           "[cli][run]") {
   test::TempDir dir;
