@@ -13,6 +13,7 @@
 #include "cli/output.h"
 #include "cli/search_commands.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "evaluator/compile_cache.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/gpu_gates.h"
@@ -36,6 +37,7 @@ struct CompileOptions {
   bool json = false;
   bool show_log = false;
   bool show_source = false;
+  std::string cubin_path;
 };
 
 // The arch to compile for: the one named, or the one of the GPU that is here.
@@ -152,9 +154,17 @@ std::function<int()> SetupCompile(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<CompileOptions>();
   AddCompileOptions(app, *options);
   app.add_flag("--source", options->show_source, "print the instantiated source");
+  app.add_option("--cubin", options->cubin_path,
+                 "also write the cubin to this file (for cuobjdump / nvdisasm)");
   return [&global, options] {
     CompileSession session(global, *options);
     const CompileOutcome outcome = session.RunGate(options->allow_spills);
+    if (!options->cubin_path.empty()) {
+      if (outcome.compiled.cubin.empty()) {
+        throw Error("no cubin to write: " + outcome.reason);
+      }
+      WriteFileAtomically(options->cubin_path, outcome.compiled.cubin);
+    }
     const CompileReport report{session.kernel_template(), session.genome(), session.problem(),
                                session.origin(),          outcome,          options->show_log};
     if (options->json) {

@@ -222,8 +222,10 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
         {"grid", grid},
         {"block", block},
         {"dynamic_smem_bytes", dynamic_smem},
-        // Over 48 KiB, cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) first.
-        {"needs_dynamic_smem_opt_in", dynamic_smem > 48 * 1024},
+        // Static plus dynamic over 48 KiB: cuFuncSetAttribute(
+        // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem_bytes) first.
+        {"needs_dynamic_smem_opt_in",
+         dynamic_smem + (compiled.resources ? compiled.resources->smem_static : 0) > 48 * 1024},
         {"resources", compiled.resources ? KernelResourcesToJson(*compiled.resources) : Json()},
         {"status", ToString(c.outcome.status)}};
     if (grid_needs_device) {

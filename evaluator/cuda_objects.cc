@@ -108,7 +108,10 @@ void Launch(CUfunction function, const LaunchShape& shape, const Stream& stream,
 }
 
 void AllowDynamicSharedMemory(CUfunction function, unsigned bytes) {
-  if (bytes <= 48 * 1024) return;
+  // Static shared memory counts toward the 48 KiB a launch gets without asking too, so 48 KiB of
+  // dynamic memory beside a few static bytes already needs the attribute; setting it is
+  // harmless when it is not needed.
+  if (bytes == 0) return;
   CheckCuda(Driver().FuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                       static_cast<int>(bytes)),
             "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");

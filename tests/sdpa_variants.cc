@@ -9,8 +9,8 @@ namespace evo::test {
 
 const std::vector<SdpaBreakage>& SdpaBreakages() {
   static const std::vector<SdpaBreakage> breakages = {
-      {"skips_last_kv_tile", "const int num_kv_tiles = (kv_end + BLOCK_N - 1) / BLOCK_N;",
-       "const int num_kv_tiles = max(1, (kv_end + BLOCK_N - 1) / BLOCK_N - 1);"},
+      {"skips_last_kv_tile", "return (kv_end + BLOCK_N - 1) / BLOCK_N;",
+       "return max(1, (kv_end + BLOCK_N - 1) / BLOCK_N - 1);"},
       {"skips_tail_rows", "if (row < S_q) {", "if (row < S_q / BLOCK_M * BLOCK_M) {"},
       {"drops_causal_mask", "(IS_CAUSAL && col > row)", "(false && col > row)"},
       {"wrong_scale", "1.4426950408889634 / const_sqrt(HEAD_DIM)", "1.4426950408889634 / HEAD_DIM"},

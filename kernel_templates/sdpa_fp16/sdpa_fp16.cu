@@ -2,6 +2,10 @@
 // fp16 Q, K, V, O in contiguous [B, H, S, D]; fp32 accumulation on tensor cores
 // (mma.sync m16n8k16 fed by ldmatrix); online softmax with P kept in registers.
 //
+// WARP_SPECIALIZED adds one producer warp that issues every cp.async (Q and the K/V stages) and
+// hands tiles over through mbarriers, so the NUM_WARPS consumer warps only compute and never
+// meet at a CTA-wide barrier.
+//
 // Knobs (BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, FAST_EXP, WARP_SPECIALIZED, PERSISTENT) and problem
 // defines (HEAD_DIM, IS_CAUSAL) are prepended by evo. The source must stay NVRTC-clean: no
 // #include, fp16 lives in unsigned short and every conversion is inline PTX.
@@ -27,14 +31,15 @@ static_assert(HEAD_DIM > 0 && HEAD_DIM % 64 == 0 && HEAD_DIM <= 256,
 static_assert(FAST_EXP == 0 || FAST_EXP == 1, "FAST_EXP must be 0 or 1");
 static_assert(PERSISTENT == 0 || PERSISTENT == 1, "PERSISTENT must be 0 or 1");
 static_assert(IS_CAUSAL == 0 || IS_CAUSAL == 1, "IS_CAUSAL must be 0 or 1");
-static_assert(WARP_SPECIALIZED == 0,
-              "warp specialization is not implemented in this template version");
+static_assert(WARP_SPECIALIZED == 0 || WARP_SPECIALIZED == 1, "WARP_SPECIALIZED must be 0 or 1");
+static_assert(WARP_SPECIALIZED == 0 || STAGES >= 2,
+              "a producer warp needs at least two stages to load ahead of the consumers");
 
 namespace sdpa {
 
 // An enum rather than constexpr variables: NVRTC would emit those as unused .global symbols.
 enum : int {
-  kThreads = NUM_WARPS * 32,
+  kThreads = NUM_WARPS * 32,  // the computing (consumer) threads; the producer warp comes after
   kWarpRows = BLOCK_M / NUM_WARPS,
   kMFrags = kWarpRows / 16,      // m16 tiles per warp
   kNFrags = BLOCK_N / 8,         // n8 tiles of S per KV tile
@@ -138,6 +143,34 @@ __device__ __forceinline__ void st_global_v4(void* p, const unsigned (&v)[4]) {
                : "memory");
 }
 
+// mbarriers (sm_80+): the producer's cp.async completions fill a stage, the consumers' arrivals
+// empty it. A barrier's k-th use completes its phase k, waited for with parity k & 1.
+__device__ __forceinline__ void mbar_init(unsigned bar, int count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared.b64 state, [%0];\n}\n" ::"r"(bar)
+               : "memory");
+}
+
+// Arrives once this thread's earlier cp.async copies have landed; counted in the init count.
+__device__ __forceinline__ void cp_async_mbar_arrive(unsigned bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(unsigned bar, int parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
 // ---- end of PTX wrappers ----
 
 // Byte offset of 16-byte chunk c of row r in a [rows][HEAD_DIM] fp16 tile. XOR-ing the chunk with
@@ -148,15 +181,15 @@ __device__ __forceinline__ unsigned swizzle(int r, int c) {
 
 // Copies rows [row0, row0 + ROWS) of a [num_rows][HEAD_DIM] matrix into a swizzled smem tile;
 // rows past num_rows are zero-filled from a clamped (valid) address.
-template <int ROWS>
+template <int ROWS, int LOADERS = kThreads>
 __device__ __forceinline__ void load_tile_async(unsigned smem_tile,
                                                 const unsigned short* __restrict__ src, int row0,
                                                 int num_rows, int tid) {
   constexpr int kChunks = ROWS * kChunksPerRow;
 #pragma unroll
-  for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
-    const int idx = i * kThreads + tid;
-    if (kChunks % kThreads == 0 || idx < kChunks) {
+  for (int i = 0; i < (kChunks + LOADERS - 1) / LOADERS; ++i) {
+    const int idx = i * LOADERS + tid;
+    if (kChunks % LOADERS == 0 || idx < kChunks) {
       const int r = idx / kChunksPerRow;
       const int c = idx % kChunksPerRow;
       const int row = row0 + r;
@@ -167,12 +200,71 @@ __device__ __forceinline__ void load_tile_async(unsigned smem_tile,
   }
 }
 
+// KV tiles an m-tile reads. Causal (top-left): the last valid row of the m-tile sees keys
+// [0, last_row]; later KV tiles are skipped entirely.
+__device__ __forceinline__ int kv_tile_count(int m_tile, int S_q, int S_kv) {
+  const int m_start = m_tile * BLOCK_M;
+  const int kv_end = IS_CAUSAL ? imin(S_kv, imin(m_start + BLOCK_M, S_q)) : S_kv;
+  return (kv_end + BLOCK_N - 1) / BLOCK_N;
+}
+
+// The warp-specialized hand-over: where its mbarriers are and how many work items and KV tiles
+// this CTA has passed through (phases run on across the work items of a persistent CTA).
+struct Handover {
+  unsigned bars;  // q_full, q_empty, full[STAGES], empty[STAGES], 8 bytes each
+  int item;
+  int kv_base;
+  __device__ unsigned q_full() const { return bars; }
+  __device__ unsigned q_empty() const { return bars + 8; }
+  __device__ unsigned full(int stage) const { return bars + 16 + 8 * stage; }
+  __device__ unsigned empty(int stage) const { return bars + 16 + 8 * (STAGES + stage); }
+};
+enum : int { kHandoverBarriers = 2 + 2 * STAGES };
+
+__device__ __forceinline__ void init_handover(unsigned bars) {
+  mbar_init(bars, 32);             // q_full: the producer's 32 lanes, through cp.async
+  mbar_init(bars + 8, NUM_WARPS);  // q_empty: one arrival per consumer warp
+  for (int s = 0; s < STAGES; ++s) {
+    mbar_init(bars + 16 + 8 * s, 32);
+    mbar_init(bars + 16 + 8 * (STAGES + s), NUM_WARPS);
+  }
+}
+
+// The producer warp's share of one work item: Q once the consumers are done with the previous
+// item's Q tile (their output staging area), then every KV tile into the stage the consumers
+// have released.
+__device__ __forceinline__ void produce_tile(const unsigned short* __restrict__ Q,
+                                             const unsigned short* __restrict__ K,
+                                             const unsigned short* __restrict__ V, int bh,
+                                             int m_tile, int S_q, int S_kv, unsigned smem_base,
+                                             const Handover& handover, int lane) {
+  const unsigned short* q_head = Q + static_cast<long long>(bh) * S_q * HEAD_DIM;
+  const unsigned short* k_head = K + static_cast<long long>(bh) * S_kv * HEAD_DIM;
+  const unsigned short* v_head = V + static_cast<long long>(bh) * S_kv * HEAD_DIM;
+  const unsigned q_smem = smem_base;
+  const unsigned k_smem = smem_base + kQTileBytes;
+  const unsigned v_smem = k_smem + STAGES * kKVTileBytes;
+  if (handover.item > 0) mbar_wait(handover.q_empty(), (handover.item - 1) & 1);
+  load_tile_async<BLOCK_M, 32>(q_smem, q_head, m_tile * BLOCK_M, S_q, lane);
+  cp_async_mbar_arrive(handover.q_full());
+  const int num_kv_tiles = kv_tile_count(m_tile, S_q, S_kv);
+  for (int j = 0; j < num_kv_tiles; ++j) {
+    const int use = handover.kv_base + j;
+    const int stage = use % STAGES;
+    if (use >= STAGES) mbar_wait(handover.empty(stage), (use / STAGES - 1) & 1);
+    load_tile_async<BLOCK_N, 32>(k_smem + stage * kKVTileBytes, k_head, j * BLOCK_N, S_kv, lane);
+    load_tile_async<BLOCK_N, 32>(v_smem + stage * kKVTileBytes, v_head, j * BLOCK_N, S_kv, lane);
+    cp_async_mbar_arrive(handover.full(stage));
+  }
+}
+
 // One (batch * head, m-tile) work item: BLOCK_M query rows against all visible keys.
 __device__ __forceinline__ void attention_tile(const unsigned short* __restrict__ Q,
                                                const unsigned short* __restrict__ K,
                                                const unsigned short* __restrict__ V,
                                                unsigned short* __restrict__ O, int bh, int m_tile,
-                                               int S_q, int S_kv, unsigned smem_base) {
+                                               int S_q, int S_kv, unsigned smem_base,
+                                               const Handover& handover) {
 #if FAST_EXP
   // exp(x / sqrt(D)) = exp2(x * log2(e) / sqrt(D)).
   constexpr float kScaleLog2 = static_cast<float>(1.4426950408889634 / const_sqrt(HEAD_DIM));
@@ -198,10 +290,7 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   const int warp_row0 = warp * kWarpRows;  // within the m-tile
   const int warp_last_row = m_start + warp_row0 + kWarpRows - 1;
 
-  // Causal (top-left): the last valid row of the m-tile sees keys [0, last_row], later KV tiles
-  // are skipped entirely.
-  const int kv_end = IS_CAUSAL ? imin(S_kv, imin(m_start + BLOCK_M, S_q)) : S_kv;
-  const int num_kv_tiles = (kv_end + BLOCK_N - 1) / BLOCK_N;
+  const int num_kv_tiles = kv_tile_count(m_tile, S_q, S_kv);
 
   // Per-lane row / chunk selectors for the three ldmatrix.x4 patterns; lane l addresses a row of
   // matrix l / 8.
@@ -235,6 +324,9 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
     }
   }
 
+#if WARP_SPECIALIZED
+  mbar_wait(handover.q_full(), handover.item & 1);
+#else
   // Pipeline prologue. Q rides in the first commit group; with STAGES >= 2, groups are committed
   // even when empty so that wait_group STAGES-2 always means "tile j has landed".
   load_tile_async<BLOCK_M>(q_smem, q_head, m_start, S_q, tid);
@@ -247,9 +339,14 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
     }
     cp_async_commit();
   }
+#endif
 
   int read_stage = 0;
   for (int j = 0; j < num_kv_tiles; ++j) {
+#if WARP_SPECIALIZED
+    read_stage = (handover.kv_base + j) % STAGES;
+    mbar_wait(handover.full(read_stage), ((handover.kv_base + j) / STAGES) & 1);
+#else
     if constexpr (STAGES == 1) {
       load_tile_async<BLOCK_N>(k_smem, k_head, j * BLOCK_N, S_kv, tid);
       load_tile_async<BLOCK_N>(v_smem, v_head, j * BLOCK_N, S_kv, tid);
@@ -271,6 +368,7 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
       }
       cp_async_commit();
     }
+#endif
 
     const int n_start = j * BLOCK_N;
     // Warp-uniform: under causal masking a warp whose rows all precede this tile has nothing to
@@ -395,14 +493,23 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
       }
     }
 
+#if WARP_SPECIALIZED
+    // Every warp waits for the stage before releasing it, skipped or not, so no warp can arrive
+    // for the stage's next use while this one is still open.
+    __syncwarp();
+    if (lane == 0) mbar_arrive(handover.empty(read_stage));
+#else
     if constexpr (STAGES == 1) {
       __syncthreads();  // the next iteration's load overwrites the only stage
     }
     read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+#endif
   }
 
+#if !WARP_SPECIALIZED
   // Only empty commit groups can still be pending; drain them so the CTA may reuse smem.
   cp_async_wait<0>();
+#endif
 
   // Epilogue: normalize, stage this warp's rows in its own slice of the Q tile (read by no other
   // warp), then write whole 16-byte chunks to global memory.
@@ -445,17 +552,29 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
       st_global_v4(o_head + static_cast<long long>(row) * HEAD_DIM + c * 8, v);
     }
   }
+#if WARP_SPECIALIZED
+  __syncwarp();  // the warp's rows of the Q tile are free for the next item's Q
+  if (lane == 0) mbar_arrive(handover.q_empty());
+#endif
 }
 
 }  // namespace sdpa
 
-extern "C" __global__ void __launch_bounds__(NUM_WARPS * 32)
+extern "C" __global__ void __launch_bounds__((NUM_WARPS + WARP_SPECIALIZED) * 32)
     sdpa_fp16_fwd(const unsigned short* __restrict__ Q, const unsigned short* __restrict__ K,
                   const unsigned short* __restrict__ V, unsigned short* __restrict__ O, int B,
                   int H, int S_q, int S_kv) {
   extern __shared__ __align__(128) unsigned char smem[];
   const unsigned smem_base = sdpa::smem_u32(smem);
   const int num_m_tiles = (S_q + BLOCK_M - 1) / BLOCK_M;
+  sdpa::Handover handover{0, 0, 0};
+#if WARP_SPECIALIZED
+  __shared__ __align__(8) unsigned long long barriers[sdpa::kHandoverBarriers];
+  handover.bars = sdpa::smem_u32(barriers);
+  if (threadIdx.x == 0) sdpa::init_handover(handover.bars);
+  __syncthreads();  // the only CTA-wide barrier: the roles never meet again
+  const bool producer = threadIdx.x >= sdpa::kThreads;
+#endif
 #if PERSISTENT
   const int num_bh = B * H;
   const int num_tiles = num_bh * num_m_tiles;
@@ -464,14 +583,37 @@ extern "C" __global__ void __launch_bounds__(NUM_WARPS * 32)
     // work starts early and the tail is made of cheap tiles.
     const int m_tile = num_m_tiles - 1 - tile / num_bh;
     const int bh = tile % num_bh;
-    sdpa::attention_tile(Q, K, V, O, bh, m_tile, S_q, S_kv, smem_base);
+#if WARP_SPECIALIZED
+    if (producer) {
+      sdpa::produce_tile(Q, K, V, bh, m_tile, S_q, S_kv, smem_base, handover,
+                         threadIdx.x - sdpa::kThreads);
+    } else {
+      sdpa::attention_tile(Q, K, V, O, bh, m_tile, S_q, S_kv, smem_base, handover);
+    }
+    handover.kv_base += sdpa::kv_tile_count(m_tile, S_q, S_kv);
+    ++handover.item;
+#else
+    sdpa::attention_tile(Q, K, V, O, bh, m_tile, S_q, S_kv, smem_base, handover);
     __syncthreads();  // the next tile's loads overwrite smem other warps may still read
+#endif
   }
 #else
   // Under causal masking, launch the heavy (late) m-tiles first.
   const int m_tile =
       IS_CAUSAL ? num_m_tiles - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
   if (m_tile < 0 || m_tile >= num_m_tiles) return;
-  sdpa::attention_tile(Q, K, V, O, blockIdx.z * H + blockIdx.y, m_tile, S_q, S_kv, smem_base);
+  const int bh = blockIdx.z * H + blockIdx.y;
+#if WARP_SPECIALIZED
+  if (producer) {
+    sdpa::produce_tile(Q, K, V, bh, m_tile, S_q, S_kv, smem_base, handover,
+                       threadIdx.x - sdpa::kThreads);
+    sdpa::cp_async_wait<0>();  // the producer leaves no copy in flight behind it
+    return;
+  }
+#endif
+  sdpa::attention_tile(Q, K, V, O, bh, m_tile, S_q, S_kv, smem_base, handover);
+#endif
+#if WARP_SPECIALIZED && PERSISTENT
+  if (producer) sdpa::cp_async_wait<0>();
 #endif
 }

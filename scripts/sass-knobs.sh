@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Evidence that every knob of sdpa_fp16 changes the machine code: compiles a base configuration
+# and one variant per knob value, and counts SASS instructions of the kinds the knobs are about
+# (tensor-core HMMA, LDSM = ldmatrix, LDGSTS = cp.async, MUFU.EX2 = exp2, BAR = __syncthreads,
+# SYNCS = mbarrier). Needs cuobjdump (CUDA toolkit; the H100 machine has it).
+#   scripts/sass-knobs.sh [EVO] [B,H,S,D] [--causal]
+set -euo pipefail
+evo=${1:-./build/evo}
+shape=${2:-2,8,2048,64}
+causal=${3:-}
+cuobjdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
+[ -x "$cuobjdump" ] || { echo "sass-knobs: cuobjdump not found" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 WARP_SPECIALIZED=0 PERSISTENT=0"
+variants=(
+  ""
+  "BLOCK_M=128 NUM_WARPS=8"
+  "BLOCK_N=32"
+  "BLOCK_N=128"
+  "NUM_WARPS=2"
+  "STAGES=1"
+  "STAGES=3"
+  "FAST_EXP=0"
+  "WARP_SPECIALIZED=1"
+  "PERSISTENT=1"
+)
+printf "%-26s %5s %6s %6s %6s %8s %5s %5s %6s  %s\n" "change from base" "regs" "HMMA" "LDSM" \
+  "LDGSTS" "MUFU.EX2" "BAR" "SYNCS" "total" "status"
+for variant in "${variants[@]}"; do
+  settings="$base"
+  for kv in $variant; do
+    settings=$(echo "$settings" | sed -E "s/(^| )${kv%%=*}=[0-9]+/\1$kv/")
+  done
+  args=()
+  for kv in $settings; do args+=(--set "$kv"); done
+  cubin="$work/k.cubin"
+  rm -f "$cubin"
+  report=$("$evo" compile --arch sm_90 --no-cache --allow-spills --shape "$shape" $causal \
+    "${args[@]}" --cubin "$cubin" 2>&1 || true)
+  status=$(echo "$report" | awk '/^status/ {$1=""; print substr($0, 2); exit}')
+  if [ ! -s "$cubin" ]; then
+    printf "%-26s %s\n" "${variant:-base}" "$status"
+    continue
+  fi
+  regs=$(echo "$report" | awk '/^registers/ {print $2; exit}')
+  sass=$("$cuobjdump" -sass "$cubin" | grep -oE '^\s+/\*[0-9a-f]{4}\*/\s+[^;]+' |
+    sed -E 's/^\s+\/\*[0-9a-f]+\*\/\s+(@!?U?P[0-9T] )?//')
+  count() { echo "$sass" | grep -cE "^$1" || true; }
+  printf "%-26s %5s %6s %6s %6s %8s %5s %5s %6s  %s\n" "${variant:-base}" "$regs" \
+    "$(count HMMA)" "$(count LDSM)" "$(count LDGSTS)" "$(count 'MUFU\.EX2')" "$(count BAR)" \
+    "$(count SYNCS)" "$(echo "$sass" | wc -l)" "$status"
+done
+echo "base: $base; shape $shape ${causal:-(not causal)}; sm_90; counts are static instructions"
