@@ -198,7 +198,7 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
   std::set<std::string> arg_names;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string field = key + ".args[" + std::to_string(i) + "]";
-    reader.CheckKeys(args[i], field, {"name", "kind", "dtype", "shape", "value"});
+    reader.CheckKeys(args[i], field, {"name", "kind", "dtype", "shape", "value", "uniform"});
     KernelArgSpec arg;
     arg.name = reader.Identifier(args[i], field, "name");
     if (!arg_names.insert(arg.name).second) reader.Fail(field, "'" + arg.name + "' appears twice");
@@ -216,7 +216,20 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
         arg.shape.push_back(
             reader.Expr(shape[d], field + ".shape[" + std::to_string(d) + "]", scope));
       }
+      if (args[i].contains("uniform")) {
+        const Json& range = args[i]["uniform"];
+        const bool numbers =
+            range.is_array() && range.size() == 2 && range[0].is_number() && range[1].is_number();
+        if (!numbers || range[0].get<double>() >= range[1].get<double>()) {
+          reader.Fail(field + ".uniform", "expected [lo, hi] with lo < hi");
+        }
+        if (arg.kind != KernelArgSpec::Kind::kInput || arg.dtype != "f32") {
+          reader.Fail(field + ".uniform", "only f32 inputs can be filled uniformly");
+        }
+        arg.uniform = std::make_pair(range[0].get<double>(), range[1].get<double>());
+      }
     } else if (kind == "scalar") {
+      if (args[i].contains("uniform")) reader.Fail(field + ".uniform", "a scalar is not filled");
       arg.kind = KernelArgSpec::Kind::kScalar;
       if (!kScalarTypes.contains(arg.dtype))
         reader.Fail(field, "unknown scalar dtype " + arg.dtype);

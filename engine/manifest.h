@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/expression.h"
@@ -52,6 +53,8 @@ struct KernelArgSpec {
   std::string dtype;                // f16, f32, fp8e4m3, i32, ...
   std::vector<Expression> shape;    // tensors
   std::optional<Expression> value;  // scalars
+  // Inputs the gates fill uniformly in [lo, hi) instead of with N(0,1) (e.g. positive scales).
+  std::optional<std::pair<double, double>> uniform;
 };
 
 // One kernel of a template (the candidate or the reference): its source and how to launch it.

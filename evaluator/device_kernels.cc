@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "evaluator/cuda_driver.h"
+#include "evaluator/fp8_e4m3.h"
 
 namespace evo {
 namespace {
@@ -44,6 +45,25 @@ extern "C" __global__ void evo_fill_normal_f32(float* out, unsigned long long n,
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) {
     out[i] = evo_normal(seed, i);
+  }
+}
+
+// N(0,1) rounded to FP8 E4M3 (evo_f32_to_e4m3, shared with the host tests).
+extern "C" __global__ void evo_fill_normal_fp8e4m3(unsigned char* out, unsigned long long n,
+                                                   unsigned long long seed) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    out[i] = evo_f32_to_e4m3(evo_normal(seed, i));
+  }
+}
+
+// Uniform in [lo, hi): for inputs such as scales that must stay positive.
+extern "C" __global__ void evo_fill_uniform_f32(float* out, unsigned long long n,
+                                                unsigned long long seed, float lo, float hi) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    const unsigned long long bits = evo_mix(seed ^ evo_mix(i));
+    out[i] = lo + (hi - lo) * ((bits >> 40) * (1.0f / 16777216.0f));
   }
 }
 
@@ -127,8 +147,8 @@ unsigned GridFor(int64_t elements) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 4096));
 }
 
-void CheckDtype(const std::string& dtype) {
-  if (dtype != "f16" && dtype != "f32") {
+void CheckDtype(const std::string& dtype, bool fp8_allowed = false) {
+  if (dtype != "f16" && dtype != "f32" && !(fp8_allowed && dtype == "fp8e4m3")) {
     throw Error("the gates cannot yet generate or compare dtype " + dtype);
   }
 }
@@ -136,7 +156,7 @@ void CheckDtype(const std::string& dtype) {
 }  // namespace
 
 const std::string& DeviceKernelsSource() {
-  static const std::string source = kSource;
+  static const std::string source = E4M3DeviceSource() + kSource;
   return source;
 }
 
@@ -147,13 +167,15 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
   module_ = std::make_unique<Module>(compiled.cubin);
   fill_normal_f16_ = module_->Function("evo_fill_normal_f16");
   fill_normal_f32_ = module_->Function("evo_fill_normal_f32");
+  fill_normal_fp8e4m3_ = module_->Function("evo_fill_normal_fp8e4m3");
+  fill_uniform_f32_ = module_->Function("evo_fill_uniform_f32");
   compare_f16_ = module_->Function("evo_compare_f16");
   compare_f32_ = module_->Function("evo_compare_f32");
 }
 
 void DeviceKernels::FillNormal(const DeviceBuffer& buffer, const std::string& dtype,
                                int64_t elements, uint64_t seed, const Stream& stream) const {
-  CheckDtype(dtype);
+  CheckDtype(dtype, true);
   CUdeviceptr pointer = buffer.get();
   auto count = static_cast<unsigned long long>(elements);
   unsigned long long seed_value = seed;
@@ -161,14 +183,41 @@ void DeviceKernels::FillNormal(const DeviceBuffer& buffer, const std::string& dt
   LaunchShape shape;
   shape.grid[0] = GridFor(elements);
   shape.block[0] = kThreads;
-  Launch(dtype == "f16" ? fill_normal_f16_ : fill_normal_f32_, shape, stream, args);
+  const CUfunction fill = dtype == "f16"   ? fill_normal_f16_
+                          : dtype == "f32" ? fill_normal_f32_
+                                           : fill_normal_fp8e4m3_;
+  Launch(fill, shape, stream, args);
+}
+
+void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed,
+                              const Stream& stream) const {
+  if (!tensor.uniform) {
+    FillNormal(tensor.buffer, tensor.dtype, tensor.elements, seed, stream);
+    return;
+  }
+  if (tensor.dtype != "f32") {
+    throw Error("input " + tensor.name + ": a uniform fill needs dtype f32, not " + tensor.dtype);
+  }
+  CUdeviceptr pointer = tensor.buffer.get();
+  auto count = static_cast<unsigned long long>(tensor.elements);
+  unsigned long long seed_value = seed;
+  auto lo = static_cast<float>(tensor.uniform->first);
+  auto hi = static_cast<float>(tensor.uniform->second);
+  std::vector<void*> args = {&pointer, &count, &seed_value, &lo, &hi};
+  LaunchShape shape;
+  shape.grid[0] = GridFor(tensor.elements);
+  shape.block[0] = kThreads;
+  Launch(fill_uniform_f32_, shape, stream, args);
 }
 
 void DeviceKernels::PoisonWithNaN(const DeviceBuffer& buffer, const std::string& dtype,
                                   int64_t elements, const Stream& stream) const {
-  CheckDtype(dtype);
+  CheckDtype(dtype, true);
   const DriverApi& api = Driver();
-  if (dtype == "f16") {
+  if (dtype == "fp8e4m3") {
+    CheckCuda(api.MemsetD8Async(buffer.get(), 0x7f, static_cast<size_t>(elements), stream.get()),
+              "cuMemsetD8Async");
+  } else if (dtype == "f16") {
     // Two quiet fp16 NaNs per 32-bit word, and a last one for an odd count.
     const auto words = static_cast<size_t>(elements / 2);
     if (words > 0) {

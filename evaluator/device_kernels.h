@@ -6,6 +6,7 @@
 
 #include "evaluator/compiler.h"
 #include "evaluator/cuda_objects.h"
+#include "evaluator/kernel_arguments.h"
 
 namespace evo {
 
@@ -22,16 +23,19 @@ struct ComparisonStats {
   bool passed() const { return elements > 0 && over_tolerance == 0 && non_finite == 0; }
 };
 
-// evo's own GPU helpers for the gates: N(0,1) inputs from a counter-based generator (the same
-// seed gives the same tensor on any GPU), and the output comparison, reduced on the GPU so that
-// large outputs never cross PCIe. Compiled once per worker for the device's arch.
+// evo's own GPU helpers for the gates: N(0,1) (or uniform) inputs from a counter-based generator
+// (the same seed gives the same tensor on any GPU), and the output comparison, reduced on the GPU
+// so that large outputs never cross PCIe. Compiled once per worker for the device's arch.
 class DeviceKernels {
  public:
   DeviceKernels(Compiler& compiler, const std::string& arch);
 
-  // Fills `elements` values of dtype "f16" or "f32" at `buffer` with N(0,1) draws.
+  // Fills `elements` values of dtype "f16", "f32" or "fp8e4m3" at `buffer` with N(0,1) draws
+  // (rounded to nearest even in the dtype).
   void FillNormal(const DeviceBuffer& buffer, const std::string& dtype, int64_t elements,
                   uint64_t seed, const Stream& stream) const;
+  // An input as its manifest asks: N(0,1), or uniform in [lo, hi) where it says "uniform".
+  void FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream) const;
   // Writes NaN into every element, so that an element the kernel never writes fails the gate.
   void PoisonWithNaN(const DeviceBuffer& buffer, const std::string& dtype, int64_t elements,
                      const Stream& stream) const;
@@ -44,6 +48,8 @@ class DeviceKernels {
   std::unique_ptr<Module> module_;
   CUfunction fill_normal_f16_ = nullptr;
   CUfunction fill_normal_f32_ = nullptr;
+  CUfunction fill_normal_fp8e4m3_ = nullptr;
+  CUfunction fill_uniform_f32_ = nullptr;
   CUfunction compare_f16_ = nullptr;
   CUfunction compare_f32_ = nullptr;
 };

@@ -94,8 +94,7 @@ void GpuGates::HealthCheck(const KernelTemplate& kernel_template) {
   KernelArguments args(manifest.reference, bindings);
   const auto inputs = args.Inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
-    state.kernels.FillNormal(inputs[i]->buffer, inputs[i]->dtype, inputs[i]->elements, i,
-                             state.stream);
+    state.kernels.FillInput(*inputs[i], i, state.stream);
   }
   for (DeviceTensor* output : args.Outputs()) {
     state.kernels.PoisonWithNaN(output->buffer, output->dtype, output->elements, state.stream);
@@ -152,8 +151,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
       for (int seed = 0; seed < manifest.correctness.seeds; ++seed) {
         const auto inputs = args->Inputs();
         for (size_t i = 0; i < inputs.size(); ++i) {
-          state.kernels.FillNormal(inputs[i]->buffer, inputs[i]->dtype, inputs[i]->elements,
-                                   InputSeed(p, seed, i), state.stream);
+          state.kernels.FillInput(*inputs[i], InputSeed(p, seed, i), state.stream);
         }
         for (auto* set : {args.get(), reference_args.get()}) {
           for (DeviceTensor* output : set->Outputs()) {

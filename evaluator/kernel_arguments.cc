@@ -61,6 +61,7 @@ KernelArguments::KernelArguments(const KernelSpec& spec, const Bindings& binding
       tensor->dtype = arg.dtype;
       tensor->elements = elements;
       tensor->kind = arg.kind;
+      tensor->uniform = arg.uniform;
       tensor->buffer = DeviceBuffer(static_cast<size_t>(elements * DtypeBytes(arg.dtype)));
     }
     auto slot = std::make_unique<CUdeviceptr>(tensor->buffer.get());

@@ -2,7 +2,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/manifest.h"
@@ -15,6 +17,7 @@ struct DeviceTensor {
   std::string dtype;
   int64_t elements = 0;
   KernelArgSpec::Kind kind = KernelArgSpec::Kind::kInput;
+  std::optional<std::pair<double, double>> uniform;  // the manifest's fill, when not N(0,1)
   DeviceBuffer buffer;
 };
 

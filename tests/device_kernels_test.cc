@@ -1,10 +1,12 @@
 #include "evaluator/device_kernels.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
 #include "common/half.h"
 #include "evaluator/cuda_driver.h"
+#include "evaluator/fp8_e4m3.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "tests/test_support.h"
 
@@ -19,7 +21,8 @@ TEST_CASE("the gates' own kernels compile for every target", "[nvrtc]") {
     INFO(compiled.log);
     REQUIRE(compiled.ok);
     for (const char* entry :
-         {"evo_fill_normal_f16", "evo_fill_normal_f32", "evo_compare_f16", "evo_compare_f32"}) {
+         {"evo_fill_normal_f16", "evo_fill_normal_f32", "evo_fill_normal_fp8e4m3",
+          "evo_fill_uniform_f32", "evo_compare_f16", "evo_compare_f32"}) {
       CHECK(FindKernel(compiled.kernels, entry) != nullptr);
     }
   }
@@ -84,6 +87,51 @@ TEST_CASE("gate kernels: normal inputs, NaN poison and the comparison", "[gpu]")
   CHECK(poisoned.over_tolerance == n - 1);
   CHECK(std::isinf(poisoned.max_abs_error));
   CHECK_FALSE(poisoned.passed());
+}
+
+TEST_CASE("gate kernels: fp8 inputs are the host's rounding of the f32 draws; uniform fills",
+          "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  Context context(0);
+  NvrtcCompiler compiler;
+  const DeviceKernels kernels(compiler, QueryDevices().at(0).arch());
+  Stream stream;
+  const int64_t n = 1 << 20;
+  DeviceBuffer f32(n * 4);
+  DeviceBuffer fp8(n);
+  kernels.FillNormal(f32, "f32", n, 7, stream);
+  kernels.FillNormal(fp8, "fp8e4m3", n, 7, stream);
+  stream.Synchronize();
+  std::vector<float> floats(n);
+  std::vector<uint8_t> bytes(n);
+  f32.Download(floats.data(), f32.bytes());
+  fp8.Download(bytes.data(), fp8.bytes());
+  int64_t differing = 0;
+  double sum_sq = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    differing += bytes[i] != FloatToE4M3(floats[i]) ? 1 : 0;
+    sum_sq += static_cast<double>(E4M3ToFloat(bytes[i])) * E4M3ToFloat(bytes[i]);
+  }
+  CHECK(differing == 0);
+  CHECK(std::abs(sum_sq / n - 1.0) < 0.02);
+
+  DeviceTensor scales;
+  scales.name = "scales";
+  scales.dtype = "f32";
+  scales.elements = n;
+  scales.uniform = std::make_pair(0.5, 2.0);
+  scales.buffer = DeviceBuffer(n * 4);
+  kernels.FillInput(scales, 3, stream);
+  stream.Synchronize();
+  scales.buffer.Download(floats.data(), scales.buffer.bytes());
+  const auto [lowest, highest] = std::minmax_element(floats.begin(), floats.end());
+  CHECK(*lowest >= 0.5f);
+  CHECK(*lowest < 0.51f);
+  CHECK(*highest < 2.0f);
+  CHECK(*highest > 1.99f);
 }
 
 }  // namespace

@@ -90,6 +90,21 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
        "correctness.problems[0].S_q: unknown name 'S'"},
       {"a compile-time parameter without values", [](Json& j) { j["problem"][4].erase("values"); },
        "a compile-time parameter (with a define) needs a list of values"},
+      {"a uniform fill of an f16 input",
+       [](Json& j) {
+         j["kernel"]["args"][0]["uniform"] = Json::array({0.5, 2.0});
+       },
+       "kernel.args[0].uniform: only f32 inputs can be filled uniformly"},
+      {"an empty uniform range",
+       [](Json& j) {
+         j["kernel"]["args"][0]["uniform"] = Json::array({2.0, 2.0});
+       },
+       "kernel.args[0].uniform: expected [lo, hi] with lo < hi"},
+      {"a uniform fill of a scalar",
+       [](Json& j) {
+         j["kernel"]["args"][4]["uniform"] = Json::array({1, 2});
+       },
+       "kernel.args[4].uniform: a scalar is not filled"},
   };
   for (const Case& c : cases) {
     SECTION(c.what) {
@@ -102,6 +117,26 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
     REQUIRE_THROWS_WITH(ParseManifest("{\"name\": ", "broken.json", ReadSdpaSource),
                         Catch::Contains("manifest 'broken.json': JSON"));
   }
+}
+
+TEST_CASE("an f32 input may be filled uniformly, fp8 inputs are known", "[manifest]") {
+  Json json = SdpaManifestJson();
+  json["kernel"]["args"].push_back({{"name", "K_scale"},
+                                    {"kind", "input"},
+                                    {"dtype", "f32"},
+                                    {"shape", {"B", "H"}},
+                                    {"uniform", {0.25, 4}}});
+  json["kernel"]["args"].push_back({{"name", "K8"},
+                                    {"kind", "input"},
+                                    {"dtype", "fp8e4m3"},
+                                    {"shape", {"B", "H", "S_kv", "D"}}});
+  const Manifest manifest = Parse(json);
+  REQUIRE(manifest.kernel.args.size() == 10);
+  REQUIRE(manifest.kernel.args[8].uniform);
+  CHECK(manifest.kernel.args[8].uniform->first == 0.25);
+  CHECK(manifest.kernel.args[8].uniform->second == 4.0);
+  CHECK_FALSE(manifest.kernel.args[9].uniform);
+  CHECK(manifest.kernel.args[9].dtype == "fp8e4m3");
 }
 
 TEST_CASE("knob settings are checked against the manifest", "[manifest]") {
