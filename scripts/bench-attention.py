@@ -140,6 +140,9 @@ def evo_launcher(torch, cupy, folder, q, k, v, o):
         if param["kind"] == "scalar":
             arguments.append(cupy.int32(param["value"]))
         else:
+            if param["name"] not in tensors:
+                raise SystemExit(f"bench-attention: {launch_json['template']} takes "
+                                 f"{param['name']}; this benchmark feeds fp16 Q, K, V and O only")
             tensor = tensors[param["name"]]
             if list(tensor.shape) != param["shape"]:
                 raise SystemExit(f"bench-attention: {param['name']} is {list(tensor.shape)}, "
