@@ -204,6 +204,7 @@ TEST_CASE("kill -9 at random moments, resume each time: exact budget, no repeats
   quiet.stderr_path = dir.path() / "runs.err";
   std::mt19937 random(2026);  // the moments, not the search: any sequence of them must do
   int kills = 0;
+  int mid_run_kills = 0;  // kills that left part of the budget finished and part not
   bool finished = false;
   int64_t last_count = 0;
   for (int attempt = 0; attempt < 400 && !finished; ++attempt) {
@@ -219,10 +220,14 @@ TEST_CASE("kill -9 at random moments, resume each time: exact budget, no repeats
       run.Kill();
       ++kills;
     }
+    const bool killed = !finished;
     if (!std::filesystem::exists(db)) continue;
     PopulationStore store(db, PopulationStore::Access::kReadOnly);
     if (store.Runs().empty()) continue;
     const RunRecord stored = *store.FindRun(1);
+    if (killed && stored.finished_candidates > 0 && stored.finished_candidates < kBudget) {
+      ++mid_run_kills;
+    }
     CHECK(stored.finished_candidates >= last_count);  // nothing finished is ever lost
     last_count = stored.finished_candidates;
     CHECK(stored.finished_candidates + stored.pending_candidates <= kBudget);
@@ -234,6 +239,8 @@ TEST_CASE("kill -9 at random moments, resume each time: exact budget, no repeats
   }
   REQUIRE(finished);
   CHECK(kills >= 20);
+  INFO("kills in the middle of the run: " << mid_run_kills);
+  CHECK(mid_run_kills >= 10);
 
   PopulationStore store(db, PopulationStore::Access::kReadOnly);
   const std::vector<CandidateRecord> candidates = store.Candidates(1);
