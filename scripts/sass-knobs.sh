@@ -2,7 +2,7 @@
 # Evidence that every knob of sdpa_fp16 changes the machine code: compiles a base configuration
 # and one variant per knob value, and counts SASS instructions of the kinds the knobs are about
 # (tensor-core HMMA, LDSM = ldmatrix, LDGSTS = cp.async, MUFU.EX2 = exp2, BAR = __syncthreads,
-# SYNCS = mbarrier). Needs cuobjdump (CUDA toolkit; the H100 machine has it).
+# SYNCS = mbarrier, VOTE = warp vote). Needs cuobjdump (CUDA toolkit; the H100 machine has it).
 #   scripts/sass-knobs.sh [EVO] [B,H,S,D] [--causal]
 set -euo pipefail
 evo=${1:-./build/evo}
@@ -13,7 +13,7 @@ cuobjdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 WARP_SPECIALIZED=0 PERSISTENT=0"
+base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 WARP_SPECIALIZED=0 PERSISTENT=0 LAZY_RESCALE=0"
 variants=(
   ""
   "BLOCK_M=128 NUM_WARPS=8"
@@ -25,9 +25,10 @@ variants=(
   "FAST_EXP=0"
   "WARP_SPECIALIZED=1"
   "PERSISTENT=1"
+  "LAZY_RESCALE=1"
 )
-printf "%-26s %5s %6s %6s %6s %8s %5s %5s %6s  %s\n" "change from base" "regs" "HMMA" "LDSM" \
-  "LDGSTS" "MUFU.EX2" "BAR" "SYNCS" "total" "status"
+printf "%-26s %5s %6s %6s %6s %8s %5s %5s %5s %6s  %s\n" "change from base" "regs" "HMMA" "LDSM" \
+  "LDGSTS" "MUFU.EX2" "BAR" "SYNCS" "VOTE" "total" "status"
 for variant in "${variants[@]}"; do
   settings="$base"
   for kv in $variant; do
@@ -48,8 +49,8 @@ for variant in "${variants[@]}"; do
   sass=$("$cuobjdump" -sass "$cubin" | grep -oE '^\s+/\*[0-9a-f]{4}\*/\s+[^;]+' |
     sed -E 's/^\s+\/\*[0-9a-f]+\*\/\s+(@!?U?P[0-9T] )?//')
   count() { echo "$sass" | grep -cE "^$1" || true; }
-  printf "%-26s %5s %6s %6s %6s %8s %5s %5s %6s  %s\n" "${variant:-base}" "$regs" \
+  printf "%-26s %5s %6s %6s %6s %8s %5s %5s %5s %6s  %s\n" "${variant:-base}" "$regs" \
     "$(count HMMA)" "$(count LDSM)" "$(count LDGSTS)" "$(count 'MUFU\.EX2')" "$(count BAR)" \
-    "$(count SYNCS)" "$(echo "$sass" | wc -l)" "$status"
+    "$(count SYNCS)" "$(count VOTE)" "$(echo "$sass" | wc -l)" "$status"
 done
 echo "base: $base; shape $shape ${causal:-(not causal)}; sm_90; counts are static instructions"

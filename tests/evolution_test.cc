@@ -240,7 +240,7 @@ TEST_CASE("the search never repeats itself and exhausts the space", "[engine]") 
   Simulation simulation(3);
   const size_t valid = SdpaSpace().Enumerate().size();
   std::set<Genome> seen;
-  for (int generation = 0; generation < 100; ++generation) {
+  for (int generation = 0; generation < 200; ++generation) {
     const std::vector<Proposal> proposals = simulation.Step(40);
     for (const Proposal& proposal : proposals) {
       REQUIRE(SdpaSpace().IsValid(proposal.genome));

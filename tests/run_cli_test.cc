@@ -42,7 +42,7 @@ TEST_CASE("evo run replays a search into the database and evo show reads it back
   const auto run = RunEvo(ReplayRun(db, 40, 1), dir.path());
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
-  CHECK(run.err.find("replaying 1064 configurations measured on NVIDIA H100") != std::string::npos);
+  CHECK(run.err.find("replaying 2128 configurations measured on NVIDIA H100") != std::string::npos);
   CHECK(run.err.find("run 1 stopped: budget reached; 40 of 40 evaluated") != std::string::npos);
   CHECK(run.out.find("elite of run 1: sdpa_fp16") != std::string::npos);
 

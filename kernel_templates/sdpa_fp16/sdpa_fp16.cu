@@ -6,7 +6,8 @@
 // hands tiles over through mbarriers, so the NUM_WARPS consumer warps only compute and never
 // meet at a CTA-wide barrier.
 //
-// Knobs (BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, FAST_EXP, WARP_SPECIALIZED, PERSISTENT) and problem
+// Knobs (BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, FAST_EXP, WARP_SPECIALIZED, PERSISTENT,
+// LAZY_RESCALE) and problem
 // defines (HEAD_DIM, IS_CAUSAL) are prepended by evo. The source must stay NVRTC-clean: no
 // #include, fp16 lives in unsigned short and every conversion is inline PTX.
 
@@ -15,6 +16,9 @@
 #endif
 #if !defined(FAST_EXP) || !defined(WARP_SPECIALIZED) || !defined(PERSISTENT)
 #error "sdpa_fp16.cu needs FAST_EXP, WARP_SPECIALIZED and PERSISTENT defined"
+#endif
+#if !defined(LAZY_RESCALE)
+#error "sdpa_fp16.cu needs LAZY_RESCALE defined"
 #endif
 #if !defined(HEAD_DIM) || !defined(IS_CAUSAL)
 #error "sdpa_fp16.cu needs HEAD_DIM and IS_CAUSAL defined"
@@ -30,6 +34,7 @@ static_assert(HEAD_DIM > 0 && HEAD_DIM % 64 == 0 && HEAD_DIM <= 256,
               "chunks)");
 static_assert(FAST_EXP == 0 || FAST_EXP == 1, "FAST_EXP must be 0 or 1");
 static_assert(PERSISTENT == 0 || PERSISTENT == 1, "PERSISTENT must be 0 or 1");
+static_assert(LAZY_RESCALE == 0 || LAZY_RESCALE == 1, "LAZY_RESCALE must be 0 or 1");
 static_assert(IS_CAUSAL == 0 || IS_CAUSAL == 1, "IS_CAUSAL must be 0 or 1");
 static_assert(WARP_SPECIALIZED == 0 || WARP_SPECIALIZED == 1, "WARP_SPECIALIZED must be 0 or 1");
 static_assert(WARP_SPECIALIZED == 0 || STAGES >= 2,
@@ -306,6 +311,15 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   // {keys 0-7, d 8-15}, {keys 8-15, d 8-15} = b0, b1 of d tile 0, b0, b1 of d tile 1.
   const int vb_row = (lane & 7) + (((lane >> 3) & 1) << 3);
   const int vb_chunk = lane >> 4;
+  // Rows 16-aligned keep (r & 7), so chunk 2k + b of row r sits at swizzle(r, b) ^ (k << 5): one
+  // lane offset per pattern, XOR-ed with a constant per k16 step. Writing every step's address
+  // as swizzle(...) instead lets ptxas keep one register per (pattern, step), which spills the
+  // D = 128 tiles.
+  unsigned q_lane[kMFrags];
+#pragma unroll
+  for (int mf = 0; mf < kMFrags; ++mf) q_lane[mf] = swizzle(warp_row0 + mf * 16 + qa_row, qa_chunk);
+  const unsigned k_lane = swizzle(kb_row, kb_chunk);
+  const unsigned v_lane = swizzle(vb_row, vb_chunk);
 
   float acc[kMFrags][kDFrags][4];
   float row_max[kMFrags][2];
@@ -392,12 +406,12 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
         unsigned qa[kMFrags][4];
 #pragma unroll
         for (int mf = 0; mf < kMFrags; ++mf) {
-          ldmatrix_x4(qa[mf], q_smem + swizzle(warp_row0 + mf * 16 + qa_row, kd * 2 + qa_chunk));
+          ldmatrix_x4(qa[mf], q_smem + (q_lane[mf] ^ (kd << 5)));
         }
 #pragma unroll
         for (int np = 0; np < BLOCK_N / 16; ++np) {
           unsigned kb[4];
-          ldmatrix_x4(kb, k_tile + swizzle(np * 16 + kb_row, kd * 2 + kb_chunk));
+          ldmatrix_x4(kb, k_tile + np * 16 * HEAD_DIM * 2 + (k_lane ^ (kd << 5)));
 #pragma unroll
           for (int mf = 0; mf < kMFrags; ++mf) {
             mma_16816(s[mf][2 * np], qa[mf], kb[0], kb[1]);
@@ -408,15 +422,22 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
 
       // Only tiles that reach past S_kv or cross the diagonal need the element mask.
       if (n_start + BLOCK_N > S_kv || (IS_CAUSAL && n_start + BLOCK_N - 1 > m_start)) {
+        // Element (mf, nf, e) sits at row m_start + warp_row0 + group + mf * 16 + 8 * (e >> 1) and
+        // column n_start + quad * 2 + nf * 8 + (e & 1): two per-thread bounds against
+        // compile-time offsets, instead of a row and a column per element.
+        const int cols_left = S_kv - n_start - quad * 2;
+        const int diagonal = m_start + warp_row0 + group - n_start - quad * 2;
 #pragma unroll
         for (int mf = 0; mf < kMFrags; ++mf) {
 #pragma unroll
           for (int nf = 0; nf < kNFrags; ++nf) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-              const int row = m_start + warp_row0 + mf * 16 + group + ((e >> 1) << 3);
-              const int col = n_start + nf * 8 + quad * 2 + (e & 1);
-              if (col >= S_kv || (IS_CAUSAL && col > row)) s[mf][nf][e] = neg_inf();
+              const int col_offset = nf * 8 + (e & 1);
+              const int row_offset = mf * 16 + ((e >> 1) << 3);
+              if (col_offset >= cols_left || (IS_CAUSAL && col_offset - row_offset > diagonal)) {
+                s[mf][nf][e] = neg_inf();
+              }
             }
           }
         }
@@ -424,6 +445,18 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
 
       // Online softmax. Element e of a fragment belongs to row half h = e / 2; the four lanes of
       // a quad share a row, so row statistics are reduced over lanes xor 1 and xor 2.
+      // The accumulator fragments of n8 tiles 2kk and 2kk+1 are exactly the A fragment (rows
+      // g / g+8, k pairs 2q and 2q+8) of k16 step kk, so P never leaves registers.
+      // LAZY_RESCALE keeps every row's alpha until a warp vote after the softmax, and pays for
+      // those registers by packing each pair of probabilities to fp16 as soon as it exists (the
+      // fp32 scores die during the softmax: at D = 128, BLOCK_N = 64 with two m16 tiles per warp
+      // this is the difference between spilling and not). Without it the scores are packed just
+      // before P V, which leaves ptxas more freedom to schedule (faster on most D = 64 tiles).
+      unsigned p_frag[kMFrags][BLOCK_N / 16][4];
+#if LAZY_RESCALE
+      float alpha[kMFrags][2];
+      bool max_moved = false;
+#endif
 #pragma unroll
       for (int mf = 0; mf < kMFrags; ++mf) {
 #pragma unroll
@@ -440,54 +473,82 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
           const float m_ref = mx == neg_inf() ? 0.f : mx;
 #if FAST_EXP
           const float neg_m_scaled = -m_ref * kScaleLog2;
-          const float alpha = exp2_approx(fmaf(row_max[mf][h], kScaleLog2, neg_m_scaled));
+          const float row_alpha = exp2_approx(fmaf(row_max[mf][h], kScaleLog2, neg_m_scaled));
 #else
-          const float alpha = expf((row_max[mf][h] - m_ref) * kScale);
+          const float row_alpha = expf((row_max[mf][h] - m_ref) * kScale);
+#endif
+#if LAZY_RESCALE
+          alpha[mf][h] = row_alpha;
+          max_moved |= mx != row_max[mf][h];
 #endif
           row_max[mf][h] = mx;
           float sum = 0.f;
 #pragma unroll
           for (int nf = 0; nf < kNFrags; ++nf) {
+            float p[2];
 #pragma unroll
-            for (int e = 2 * h; e < 2 * h + 2; ++e) {
+            for (int i = 0; i < 2; ++i) {
 #if FAST_EXP
-              const float p = exp2_approx(fmaf(s[mf][nf][e], kScaleLog2, neg_m_scaled));
+              p[i] = exp2_approx(fmaf(s[mf][nf][2 * h + i], kScaleLog2, neg_m_scaled));
 #else
-              const float p = expf((s[mf][nf][e] - m_ref) * kScale);
+              p[i] = expf((s[mf][nf][2 * h + i] - m_ref) * kScale);
 #endif
-              s[mf][nf][e] = p;
-              sum += p;
+              sum += p[i];
             }
+#if LAZY_RESCALE
+            p_frag[mf][nf / 2][(nf & 1) * 2 + h] = pack_half2(p[0], p[1]);
+#else
+            s[mf][nf][2 * h] = p[0];
+            s[mf][nf][2 * h + 1] = p[1];
+#endif
           }
-          row_sum[mf][h] = row_sum[mf][h] * alpha + sum;
+          row_sum[mf][h] = row_sum[mf][h] * row_alpha + sum;
+#if !LAZY_RESCALE
 #pragma unroll
           for (int df = 0; df < kDFrags; ++df) {
-            acc[mf][df][2 * h] *= alpha;
-            acc[mf][df][2 * h + 1] *= alpha;
+            acc[mf][df][2 * h] *= row_alpha;
+            acc[mf][df][2 * h + 1] *= row_alpha;
+          }
+#endif
+        }
+      }
+#if LAZY_RESCALE
+      // Once the row maxima settle (most KV tiles of a long sequence) every alpha is exactly 1:
+      // the warp skips the rescale of its O accumulators, the same result without the multiplies.
+      if (__any_sync(0xffffffffu, max_moved)) {
+#pragma unroll
+        for (int mf = 0; mf < kMFrags; ++mf) {
+#pragma unroll
+          for (int df = 0; df < kDFrags; ++df) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mf][df][e] *= alpha[mf][e >> 1];
           }
         }
       }
+#endif
 
-      // O += P V. The accumulator fragments of n8 tiles 2kk and 2kk+1 are exactly the A fragment
-      // (rows g / g+8, k pairs 2q and 2q+8) of k16 step kk, so P never leaves registers.
+      // O += P V.
 #pragma unroll
       for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-        unsigned pa[kMFrags][4];
+#if !LAZY_RESCALE
 #pragma unroll
         for (int mf = 0; mf < kMFrags; ++mf) {
-          pa[mf][0] = pack_half2(s[mf][2 * kk][0], s[mf][2 * kk][1]);
-          pa[mf][1] = pack_half2(s[mf][2 * kk][2], s[mf][2 * kk][3]);
-          pa[mf][2] = pack_half2(s[mf][2 * kk + 1][0], s[mf][2 * kk + 1][1]);
-          pa[mf][3] = pack_half2(s[mf][2 * kk + 1][2], s[mf][2 * kk + 1][3]);
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const float(&f)[4] = s[mf][2 * kk + half];
+            p_frag[mf][kk][2 * half] = pack_half2(f[0], f[1]);
+            p_frag[mf][kk][2 * half + 1] = pack_half2(f[2], f[3]);
+          }
         }
+#endif
 #pragma unroll
         for (int dp = 0; dp < HEAD_DIM / 16; ++dp) {
           unsigned vb[4];
-          ldmatrix_x4_trans(vb, v_tile + swizzle(kk * 16 + vb_row, dp * 2 + vb_chunk));
+          ldmatrix_x4_trans(vb, v_tile + kk * 16 * HEAD_DIM * 2 + (v_lane ^ (dp << 5)));
 #pragma unroll
           for (int mf = 0; mf < kMFrags; ++mf) {
-            mma_16816(acc[mf][2 * dp], pa[mf], vb[0], vb[1]);
-            mma_16816(acc[mf][2 * dp + 1], pa[mf], vb[2], vb[3]);
+            mma_16816(acc[mf][2 * dp], p_frag[mf][kk], vb[0], vb[1]);
+            mma_16816(acc[mf][2 * dp + 1], p_frag[mf][kk], vb[2], vb[3]);
           }
         }
       }
