@@ -199,9 +199,19 @@ TEST_CASE("kill -9 at random moments, resume each time: exact budget, no repeats
   const auto db = dir.path() / "killed.db";
   auto args = ReplayRun(db, kBudget, 77);
   args.insert(args.begin(), test::EvoBinary().string());
-  args.insert(args.end(), {"--replay-delay-ms", "2"});
+  args.insert(args.end(), {"--replay-delay-ms", "10"});
   SubprocessOptions quiet;
   quiet.stderr_path = dir.path() / "runs.err";
+  // Kill moments fall in the 120 ms after start-up (reading the recording), measured here as a
+  // one-candidate run, so they land mid-run on a fast machine and on a slow one.
+  auto startup_args = ReplayRun(dir.path() / "startup.db", 1, 77);
+  startup_args.insert(startup_args.begin(), test::EvoBinary().string());
+  const auto startup_begin = std::chrono::steady_clock::now();
+  REQUIRE(Subprocess(startup_args, quiet).Wait().code == 0);
+  const int startup_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::steady_clock::now() - startup_begin)
+                                              .count());
+  INFO("start-up: " << startup_ms << " ms");
   std::mt19937 random(2026);  // the moments, not the search: any sequence of them must do
   int kills = 0;
   int mid_run_kills = 0;  // kills that left part of the budget finished and part not
@@ -210,7 +220,8 @@ TEST_CASE("kill -9 at random moments, resume each time: exact budget, no repeats
   for (int attempt = 0; attempt < 400 && !finished; ++attempt) {
     Subprocess run(args, quiet);
     std::this_thread::sleep_for(std::chrono::milliseconds(
-        kills < 20 ? std::uniform_int_distribution<int>(5, 120)(random) : 400));
+        kills < 20 ? std::uniform_int_distribution<int>(startup_ms / 2, startup_ms + 120)(random)
+                   : 400 + 4 * startup_ms));
     if (run.TryWait()) {
       const ExitStatus status = run.Wait();
       REQUIRE(status.exited());
