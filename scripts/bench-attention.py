@@ -131,8 +131,11 @@ def evo_launcher(torch, cupy, folder, q, k, v, o):
     ctas_per_sm = 0
     if any(isinstance(dim, str) for dim in launch_json["grid"]):
         from cupy.cuda import driver
+        # RawKernel.kernel is CuPy's driver-level Function; its ptr is the CUfunction.
         ctas_per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            function.ptr, block[0] * block[1] * block[2], smem)
+            function.kernel.ptr, block[0] * block[1] * block[2], smem)
+        if ctas_per_sm < 1:
+            raise SystemExit(f"bench-attention: {folder}: the kernel does not fit on an SM")
     grid = grid_of(launch_json, num_sms, ctas_per_sm)
     tensors = {"Q": q, "K": k, "V": v, "O": o}
     arguments = []
