@@ -198,12 +198,26 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
     return child;
   };
 
+  // Generation 0 opens with the defaults and then the manifest's starting points, skipping any
+  // this problem makes invalid (a starting point is tried as written or not at all).
+  std::vector<Genome> openers;
+  if (generation == 0) {
+    const Manifest& manifest = space_.manifest();
+    openers.push_back(DefaultGenome(manifest));
+    for (const auto& point : manifest.starting_points) {
+      Genome genome = DefaultGenome(manifest);
+      for (const auto& [knob, value] : point) genome[knob] = value;
+      if (space_.IsValid(genome)) openers.push_back(std::move(genome));
+    }
+  }
+  size_t next_opener = 0;
+
   std::vector<Proposal> proposals;
   while (static_cast<int>(proposals.size()) < count) {
     std::optional<Proposal> child;
-    if (generation == 0 && proposals.empty()) {
-      child =
-          accept(Proposal{DefaultGenome(space_.manifest()), "default", std::nullopt, std::nullopt});
+    while (!child && next_opener < openers.size()) {
+      const char* name = next_opener == 0 ? "default" : "starting point";
+      child = accept(Proposal{openers[next_opener++], name, std::nullopt, std::nullopt});
     }
     if (!child && generation > 0) {
       const ChildMaker::Operator op = maker.Draw();

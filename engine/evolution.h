@@ -15,11 +15,11 @@ struct EvolutionOptions {
   double two_knob_mutation = 0.3;  // chance that a mutation changes two knobs instead of one
 };
 
-// The search's operators. Generation 0 is the template's defaults plus random valid
-// configurations. Later generations are children of the elite: a parent mutated in one or two
-// knobs (biased by the insights), two elites crossed knob by knob, and random exploration.
-// Invalid children are repaired; a configuration already in the history or earlier in the same
-// generation is never proposed again.
+// The search's operators. Generation 0 is the template's defaults, its manifest's starting
+// points, then random valid configurations. Later generations are children of the elite: a parent
+// mutated in one or two knobs (biased by the insights), two elites crossed knob by knob, and random
+// exploration. Invalid children are repaired; a configuration already in the history or earlier in
+// the same generation is never proposed again.
 //
 // Deterministic: the proposals depend only on (seed, generation, history, elite), so a run
 // resumed from its database proposes exactly what the uninterrupted run would have.

@@ -145,6 +145,33 @@ std::vector<KnobSpec> ReadKnobs(const ManifestReader& reader, const Json& root) 
   return knobs;
 }
 
+std::vector<std::map<std::string, int64_t, std::less<>>> ReadStartingPoints(
+    const ManifestReader& reader, const Json& root, const std::vector<KnobSpec>& knobs) {
+  std::vector<std::map<std::string, int64_t, std::less<>>> points;
+  if (!root.contains("starting_points")) return points;
+  const Json& array = reader.Array(root, "manifest", "starting_points");
+  for (size_t i = 0; i < array.size(); ++i) {
+    const std::string field = "starting_points[" + std::to_string(i) + "]";
+    if (!array[i].is_object() || array[i].empty()) {
+      reader.Fail(field, "expected an object of knob settings");
+    }
+    std::map<std::string, int64_t, std::less<>> point;
+    for (const auto& [name, value] : array[i].items()) {
+      const auto knob = std::find_if(knobs.begin(), knobs.end(),
+                                     [&](const KnobSpec& k) { return k.name == name; });
+      if (knob == knobs.end()) reader.Fail(field, "unknown knob \"" + name + "\"");
+      const int64_t setting = reader.Integer(array[i], field, name);
+      if (std::find(knob->values.begin(), knob->values.end(), setting) == knob->values.end()) {
+        reader.Fail(field + "." + name,
+                    std::to_string(setting) + " is not one of its values " + Join(knob->values));
+      }
+      point[name] = setting;
+    }
+    points.push_back(std::move(point));
+  }
+  return points;
+}
+
 std::vector<ProblemParamSpec> ReadProblem(const ManifestReader& reader, const Json& root) {
   std::vector<ProblemParamSpec> params;
   const Json& array = reader.Array(root, "manifest", "problem");
@@ -272,9 +299,10 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   } catch (const Json::parse_error& error) {
     reader.Fail("JSON", error.what());
   }
-  reader.CheckKeys(root, "manifest",
-                   {"name", "version", "description", "min_sm", "knobs", "problem", "derived",
-                    "constraints", "kernel", "reference", "correctness", "flops"});
+  reader.CheckKeys(
+      root, "manifest",
+      {"name", "version", "description", "min_sm", "knobs", "problem", "derived", "constraints",
+       "kernel", "reference", "correctness", "flops", "starting_points"});
   Manifest manifest;
   manifest.name = reader.Identifier(root, "manifest", "name");
   manifest.version = static_cast<int>(reader.Integer(root, "manifest", "version"));
@@ -336,6 +364,8 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
     constraint.doc = reader.String(constraints[i], field, "doc", false);
     manifest.constraints.push_back(std::move(constraint));
   }
+
+  manifest.starting_points = ReadStartingPoints(reader, root, manifest.knobs);
 
   std::set<std::string, std::less<>> launch_scope = scope;
   for (std::string_view name : kLaunchBindings) launch_scope.insert(std::string(name));

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -91,6 +92,10 @@ struct Manifest {
   KernelSpec reference;
   CorrectnessSpec correctness;
   std::optional<Expression> flops;  // floating-point operations of one call, for TFLOP/s
+  // Known-good configurations a search tries right after the defaults (its first generation),
+  // each naming some knobs; the others keep their defaults. A large problem gives a search few
+  // candidates per minute, so where it starts matters.
+  std::vector<std::map<std::string, int64_t, std::less<>>> starting_points;
 
   const KnobSpec* FindKnob(std::string_view knob) const;
   const ProblemParamSpec* FindProblemParam(std::string_view param) const;

@@ -114,20 +114,63 @@ bool StartsWith(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
 
-TEST_CASE("generation 0 is the default, then random valid configurations", "[engine]") {
+// The manifest's starting points as whole configurations, those valid in `space` only.
+std::vector<Genome> ValidStartingPoints(const SearchSpace& space) {
+  std::vector<Genome> genomes;
+  for (const auto& point : SdpaManifest().starting_points) {
+    Genome genome = DefaultGenome(SdpaManifest());
+    for (const auto& [knob, value] : point) genome[knob] = value;
+    if (space.IsValid(genome)) genomes.push_back(genome);
+  }
+  return genomes;
+}
+
+TEST_CASE("generation 0 is the default, the starting points, then random configurations",
+          "[engine]") {
   Simulation simulation(42);
   const std::vector<Proposal> proposals = simulation.Step(16);
   REQUIRE(proposals.size() == 16);
   CHECK(proposals[0].genome == DefaultGenome(SdpaManifest()));
   CHECK(proposals[0].operator_name == "default");
+  const std::vector<Genome> starts = ValidStartingPoints(SdpaSpace());
+  REQUIRE(SdpaManifest().starting_points.size() >= 2);
+  REQUIRE(starts.size() == SdpaManifest().starting_points.size());  // all valid at D=64
   std::set<Genome> distinct;
   for (size_t i = 0; i < proposals.size(); ++i) {
     CHECK(SdpaSpace().IsValid(proposals[i].genome));
     CHECK_FALSE(proposals[i].parent1);
-    if (i > 0) CHECK(proposals[i].operator_name == "random");
+    if (i >= 1 && i <= starts.size()) {
+      CHECK(proposals[i].genome == starts[i - 1]);
+      CHECK(proposals[i].operator_name == "starting point");
+    }
+    if (i > starts.size()) CHECK(proposals[i].operator_name == "random");
     distinct.insert(proposals[i].genome);
   }
   CHECK(distinct.size() == proposals.size());
+}
+
+TEST_CASE("starting points the problem makes invalid are skipped, not repaired", "[engine]") {
+  Problem problem = DefaultProblem(SdpaManifest());
+  ArchInfo small = ArchByName("sm_90");
+  // 64 KiB per block: the default (40 KiB) fits; at D=64 the starting points with BLOCK_N=128
+  // (136 KiB with 4 stages, 80 KiB with BLOCK_M=128) do not.
+  small.max_smem_per_block_optin = 64 * 1024;
+  const SearchSpace space(SdpaManifest(), problem, small);
+  const std::vector<Genome> starts = ValidStartingPoints(space);
+  REQUIRE(!starts.empty());
+  REQUIRE(starts.size() < SdpaManifest().starting_points.size());
+  Evolution evolution(space, 1);
+  const std::vector<Proposal> proposals = evolution.Propose(0, 12, {}, {});
+  REQUIRE(proposals.size() == 12);
+  CHECK(proposals[0].operator_name == "default");
+  for (size_t i = 0; i < starts.size(); ++i) {
+    CHECK(proposals[i + 1].genome == starts[i]);
+    CHECK(proposals[i + 1].operator_name == "starting point");
+  }
+  for (size_t i = starts.size() + 1; i < proposals.size(); ++i) {
+    CHECK(proposals[i].operator_name.find("starting point") == std::string::npos);
+  }
+  for (const Proposal& proposal : proposals) CHECK(space.IsValid(proposal.genome));
 }
 
 TEST_CASE("an invalid default is repaired", "[engine]") {
@@ -170,7 +213,7 @@ TEST_CASE("children are valid, new, and name their operator and parents", "[engi
         CHECK(elite_ids.count(*proposal.parent1) == 1);
         CHECK(elite_ids.count(*proposal.parent2) == 1);
       } else {
-        CHECK((name == "default" || StartsWith(name, "random")));
+        CHECK((name == "default" || name == "starting point" || StartsWith(name, "random")));
         ++operators[name];
         CHECK_FALSE(proposal.parent1);
       }

@@ -100,6 +100,19 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
          j["kernel"]["args"][0]["uniform"] = Json::array({2.0, 2.0});
        },
        "kernel.args[0].uniform: expected [lo, hi] with lo < hi"},
+      {"a starting point with an unknown knob",
+       [](Json& j) {
+         j["starting_points"] = Json::array({Json{{"BLOCK_M", 128}, {"TILE", 2}}});
+       },
+       "starting_points[0]: unknown knob \"TILE\""},
+      {"a starting point outside a knob's domain",
+       [](Json& j) {
+         j["starting_points"] = Json::array({Json{{"BLOCK_M", 128}}, Json{{"BLOCK_N", 48}}});
+       },
+       "starting_points[1].BLOCK_N: 48 is not one of its values"},
+      {"an empty starting point",
+       [](Json& j) { j["starting_points"] = Json::array({Json::object()}); },
+       "starting_points[0]: expected an object of knob settings"},
       {"a uniform fill of a scalar",
        [](Json& j) {
          j["kernel"]["args"][4]["uniform"] = Json::array({1, 2});
