@@ -18,9 +18,9 @@ int64_t ReachedGates(const std::vector<CandidateRecord>& candidates) {
   });
 }
 
-// What counts as better than `incumbent`: more than the noise of its confirming measurement.
+// What counts as better than `incumbent`: more than the noise of its scoring measurement.
 double ImprovementThresholdUs(const CandidateRecord& incumbent) {
-  const TimingFigures& t = *incumbent.confirmation;
+  const TimingFigures& t = *incumbent.scoring_timing();
   return std::max(0.01 * t.median_us, 0.5 * (t.p90_us - t.p10_us));
 }
 

@@ -416,6 +416,28 @@ TEST_CASE("SelectElite: confirmed measured candidates, lowest score first, ties 
   CHECK(Ids(SelectElite(reversed, 3)) == std::vector<int64_t>{5, 2, 6});
 }
 
+TEST_CASE("the score is the slower of the first and the confirming median", "[store]") {
+  auto candidate = [](int64_t id, double first, double confirmed) {
+    CandidateRecord record;
+    record.id = id;
+    record.state = CandidateState::kFinished;
+    record.outcome = MakeOutcome(Status::kMeasured, first);
+    record.confirmation = MakeTiming(confirmed);
+    return record;
+  };
+  // The H100 case: a lucky confirmation (1559 after 1694) must not beat a kernel measured twice
+  // near 1580.
+  const CandidateRecord lucky_second = candidate(1, 1694.37, 1558.86);
+  const CandidateRecord steady = candidate(2, 1592.53, 1576.34);
+  const CandidateRecord lucky_first = candidate(3, 1500.0, 1601.0);
+  CHECK(lucky_second.score_us() == 1694.37);
+  CHECK(lucky_second.scoring_timing() == lucky_second.outcome.timing());
+  CHECK(steady.score_us() == 1592.53);
+  CHECK(lucky_first.score_us() == 1601.0);
+  CHECK(lucky_first.scoring_timing() == &*lucky_first.confirmation);
+  CHECK(Ids(SelectElite({lucky_second, steady, lucky_first}, 3)) == std::vector<int64_t>{2, 3, 1});
+}
+
 TEST_CASE("store: the elite equals SelectElite of the stored candidates", "[store]") {
   test::TempDir dir;
   const fs::path path = dir.path() / "p.db";
