@@ -148,8 +148,8 @@ std::vector<KnobSpec> ReadKnobs(const ManifestReader& reader, const Json& root) 
 std::vector<std::map<std::string, int64_t, std::less<>>> ReadStartingPoints(
     const ManifestReader& reader, const Json& root, const std::vector<KnobSpec>& knobs) {
   std::vector<std::map<std::string, int64_t, std::less<>>> points;
-  if (!root.contains("starting_points")) return points;
-  const Json& array = reader.Array(root, "manifest", "starting_points");
+  reader.CheckKeys(root, "starting points", {"doc", "starting_points"});
+  const Json& array = reader.Array(root, "starting points", "starting_points");
   for (size_t i = 0; i < array.size(); ++i) {
     const std::string field = "starting_points[" + std::to_string(i) + "]";
     if (!array[i].is_object() || array[i].empty()) {
@@ -365,8 +365,6 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
     manifest.constraints.push_back(std::move(constraint));
   }
 
-  manifest.starting_points = ReadStartingPoints(reader, root, manifest.knobs);
-
   std::set<std::string, std::less<>> launch_scope = scope;
   for (std::string_view name : kLaunchBindings) launch_scope.insert(std::string(name));
   manifest.kernel = ReadKernel(reader, root, "kernel", scope, launch_scope, read_source);
@@ -409,6 +407,18 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
     manifest.flops = reader.Expr(root["flops"], "flops", problem_scope);
   }
   return manifest;
+}
+
+std::vector<std::map<std::string, int64_t, std::less<>>> ParseStartingPoints(
+    std::string_view json_text, std::string_view origin, const Manifest& manifest) {
+  const ManifestReader reader(origin);
+  Json root;
+  try {
+    root = Json::parse(json_text);
+  } catch (const Json::parse_error& error) {
+    reader.Fail("JSON", error.what());
+  }
+  return ReadStartingPoints(reader, root, manifest.knobs);
 }
 
 }  // namespace evo

@@ -94,7 +94,9 @@ struct Manifest {
   std::optional<Expression> flops;  // floating-point operations of one call, for TFLOP/s
   // Known-good configurations a search tries right after the defaults (its first generation),
   // each naming some knobs; the others keep their defaults. A large problem gives a search few
-  // candidates per minute, so where it starts matters.
+  // candidates per minute, so where it starts matters. They come from the template folder's
+  // starting_points.json (ParseStartingPoints), outside the manifest, so that the template's
+  // version (its hash) covers only what is compiled and measured.
   std::vector<std::map<std::string, int64_t, std::less<>>> starting_points;
 
   const KnobSpec* FindKnob(std::string_view knob) const;
@@ -113,5 +115,11 @@ inline constexpr std::array<std::string_view, 2> kLaunchBindings = {"NUM_SMS", "
 // fails when it is loaded, with `origin` and the offending field in the message.
 Manifest ParseManifest(std::string_view json_text, std::string_view origin,
                        const std::function<std::string(const std::string&)>& read_source);
+
+// Reads a starting_points.json ({"doc": ..., "starting_points": [{KNOB: VALUE, ...}, ...]}) for
+// `manifest`; every knob must exist and every value be in its domain. Throws evo::Error naming
+// `origin` and the offending field.
+std::vector<std::map<std::string, int64_t, std::less<>>> ParseStartingPoints(
+    std::string_view json_text, std::string_view origin, const Manifest& manifest);
 
 }  // namespace evo

@@ -15,6 +15,8 @@ namespace evo {
 namespace {
 
 constexpr std::string_view kManifestName = "manifest.json";
+// Search hints beside the manifest, deliberately outside the template's hash.
+constexpr std::string_view kStartingPointsName = "starting_points.json";
 
 // Hashes the manifest and the sources it names, each with its length so that moving bytes from
 // one file to the next changes the hash.
@@ -40,6 +42,11 @@ KernelTemplate LoadFromFolder(const std::filesystem::path& folder) {
   KernelTemplate loaded{ParseManifest(text, manifest_path.string(), read_source), folder.string(),
                         ""};
   loaded.source_hash = HashTemplate(text, loaded.manifest);
+  const std::filesystem::path starts_path = folder / kStartingPointsName;
+  if (std::filesystem::exists(starts_path)) {
+    loaded.manifest.starting_points =
+        ParseStartingPoints(ReadFile(starts_path), starts_path.string(), loaded.manifest);
+  }
   return loaded;
 }
 
@@ -66,6 +73,12 @@ std::vector<KernelTemplate> LoadEmbedded() {
         ParseManifest(manifest->second, "embedded:" + folder + "/manifest.json", read_source),
         "embedded", ""};
     kernel_template.source_hash = HashTemplate(manifest->second, kernel_template.manifest);
+    const auto starts = files.find(std::string(kStartingPointsName));
+    if (starts != files.end()) {
+      kernel_template.manifest.starting_points = ParseStartingPoints(
+          starts->second, "embedded:" + folder + "/" + std::string(kStartingPointsName),
+          kernel_template.manifest);
+    }
     loaded.push_back(std::move(kernel_template));
   }
   return loaded;
