@@ -27,6 +27,14 @@ class ManifestReader {
     return *it;
   }
 
+  Json Parse(std::string_view json_text) const {
+    try {
+      return Json::parse(json_text);
+    } catch (const Json::parse_error& error) {
+      Fail("JSON", error.what());
+    }
+  }
+
   void CheckKeys(const Json& object, const std::string& field,
                  std::initializer_list<std::string_view> allowed) const {
     if (!object.is_object()) Fail(field, "expected an object");
@@ -145,9 +153,9 @@ std::vector<KnobSpec> ReadKnobs(const ManifestReader& reader, const Json& root) 
   return knobs;
 }
 
-std::vector<std::map<std::string, int64_t, std::less<>>> ReadStartingPoints(
-    const ManifestReader& reader, const Json& root, const std::vector<KnobSpec>& knobs) {
-  std::vector<std::map<std::string, int64_t, std::less<>>> points;
+std::vector<KnobSettings> ReadStartingPoints(const ManifestReader& reader, const Json& root,
+                                             const Manifest& manifest) {
+  std::vector<KnobSettings> points;
   reader.CheckKeys(root, "starting points", {"doc", "starting_points"});
   const Json& array = reader.Array(root, "starting points", "starting_points");
   for (size_t i = 0; i < array.size(); ++i) {
@@ -155,11 +163,10 @@ std::vector<std::map<std::string, int64_t, std::less<>>> ReadStartingPoints(
     if (!array[i].is_object() || array[i].empty()) {
       reader.Fail(field, "expected an object of knob settings");
     }
-    std::map<std::string, int64_t, std::less<>> point;
+    KnobSettings point;
     for (const auto& [name, value] : array[i].items()) {
-      const auto knob = std::find_if(knobs.begin(), knobs.end(),
-                                     [&](const KnobSpec& k) { return k.name == name; });
-      if (knob == knobs.end()) reader.Fail(field, "unknown knob \"" + name + "\"");
+      const KnobSpec* knob = manifest.FindKnob(name);
+      if (knob == nullptr) reader.Fail(field, "unknown knob \"" + name + "\"");
       const int64_t setting = reader.Integer(array[i], field, name);
       if (std::find(knob->values.begin(), knob->values.end(), setting) == knob->values.end()) {
         reader.Fail(field + "." + name,
@@ -293,16 +300,15 @@ const ProblemParamSpec* Manifest::FindProblemParam(std::string_view param) const
 Manifest ParseManifest(std::string_view json_text, std::string_view origin,
                        const std::function<std::string(const std::string&)>& read_source) {
   const ManifestReader reader(origin);
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::parse_error& error) {
-    reader.Fail("JSON", error.what());
+  const Json root = reader.Parse(json_text);
+  if (root.is_object() && root.contains("starting_points")) {
+    reader.Fail("starting_points",
+                "starting points belong in the template folder's starting_points.json, outside "
+                "the template's version");
   }
-  reader.CheckKeys(
-      root, "manifest",
-      {"name", "version", "description", "min_sm", "knobs", "problem", "derived", "constraints",
-       "kernel", "reference", "correctness", "flops", "starting_points"});
+  reader.CheckKeys(root, "manifest",
+                   {"name", "version", "description", "min_sm", "knobs", "problem", "derived",
+                    "constraints", "kernel", "reference", "correctness", "flops"});
   Manifest manifest;
   manifest.name = reader.Identifier(root, "manifest", "name");
   manifest.version = static_cast<int>(reader.Integer(root, "manifest", "version"));
@@ -409,16 +415,11 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   return manifest;
 }
 
-std::vector<std::map<std::string, int64_t, std::less<>>> ParseStartingPoints(
-    std::string_view json_text, std::string_view origin, const Manifest& manifest) {
+std::vector<KnobSettings> ParseStartingPoints(std::string_view json_text, std::string_view origin,
+                                              const Manifest& manifest) {
   const ManifestReader reader(origin);
-  Json root;
-  try {
-    root = Json::parse(json_text);
-  } catch (const Json::parse_error& error) {
-    reader.Fail("JSON", error.what());
-  }
-  return ReadStartingPoints(reader, root, manifest.knobs);
+  const Json root = reader.Parse(json_text);
+  return ReadStartingPoints(reader, root, manifest);
 }
 
 }  // namespace evo

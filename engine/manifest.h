@@ -79,6 +79,9 @@ struct CorrectnessSpec {
   std::vector<std::vector<std::pair<std::string, Expression>>> problems;
 };
 
+// Some knobs set to values of their domains (a starting point names only the knobs it fixes).
+using KnobSettings = std::map<std::string, int64_t, std::less<>>;
+
 struct Manifest {
   std::string name;
   int version = 0;
@@ -97,7 +100,7 @@ struct Manifest {
   // candidates per minute, so where it starts matters. They come from the template folder's
   // starting_points.json (ParseStartingPoints), outside the manifest, so that the template's
   // version (its hash) covers only what is compiled and measured.
-  std::vector<std::map<std::string, int64_t, std::less<>>> starting_points;
+  std::vector<KnobSettings> starting_points;
 
   const KnobSpec* FindKnob(std::string_view knob) const;
   const ProblemParamSpec* FindProblemParam(std::string_view param) const;
@@ -119,7 +122,7 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
 // Reads a starting_points.json ({"doc": ..., "starting_points": [{KNOB: VALUE, ...}, ...]}) for
 // `manifest`; every knob must exist and every value be in its domain. Throws evo::Error naming
 // `origin` and the offending field.
-std::vector<std::map<std::string, int64_t, std::less<>>> ParseStartingPoints(
-    std::string_view json_text, std::string_view origin, const Manifest& manifest);
+std::vector<KnobSettings> ParseStartingPoints(std::string_view json_text, std::string_view origin,
+                                              const Manifest& manifest);
 
 }  // namespace evo

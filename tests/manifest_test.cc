@@ -101,6 +101,11 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
          j["kernel"]["args"][0]["uniform"] = Json::array({2.0, 2.0});
        },
        "kernel.args[0].uniform: expected [lo, hi] with lo < hi"},
+      {"starting points in the manifest",
+       [](Json& j) {
+         j["starting_points"] = Json::array({Json{{"BLOCK_M", 128}}});
+       },
+       "starting_points: starting points belong in the template folder's starting_points.json"},
       {"a uniform fill of a scalar",
        [](Json& j) {
          j["kernel"]["args"][4]["uniform"] = Json::array({1, 2});
