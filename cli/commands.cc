@@ -17,6 +17,7 @@
 #include "evaluator/compile_cache.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/gpu_gates.h"
+#include "evaluator/gpu_verdict_json.h"
 #include "evaluator/gpu_worker.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "population/sqlite.h"
@@ -241,7 +242,6 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
                 deadline));
       }
     }
-    const Manifest& manifest = session.kernel_template().manifest;
     bool all_measured = !verdicts.empty();
     for (const auto& [gpu, verdict] : verdicts) {
       all_measured = all_measured && verdict.status == Status::kMeasured;
@@ -250,7 +250,7 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
       nlohmann::json json = CompileReportToJson(report);
       json["gpus"] = nlohmann::json::array();
       for (const auto& [gpu, verdict] : verdicts) {
-        nlohmann::json entry = VerdictToJson(manifest, verdict);
+        nlohmann::json entry = GpuVerdictToJson(verdict);
         entry["gpu"] = gpu;
         entry["device"] = devices[static_cast<size_t>(gpu)].name;
         json["gpus"].push_back(entry);
@@ -262,7 +262,7 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
         if (verdicts.size() > 1) {
           std::cout << "gpu " << gpu << " (" << devices[static_cast<size_t>(gpu)].name << ")\n";
         }
-        std::cout << VerdictToText(manifest, verdict);
+        std::cout << VerdictToText(verdict);
       }
     }
     return all_measured ? kExitOk : kExitRejected;

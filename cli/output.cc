@@ -179,14 +179,7 @@ std::string CompileReportToText(const CompileReport& report) {
   return text;
 }
 
-Json VerdictToJson(const Manifest& manifest, const GpuVerdict& verdict) {
-  Json json = GpuVerdictToJson(verdict);
-  json["correctness"]["atol"] = manifest.correctness.atol;
-  json["correctness"]["rtol"] = manifest.correctness.rtol;
-  return json;
-}
-
-std::string VerdictToText(const Manifest& manifest, const GpuVerdict& verdict) {
+std::string VerdictToText(const GpuVerdict& verdict) {
   std::string text;
   auto line = [&text](std::string_view label, const std::string& value) {
     text += fmt::format("{:<12}{}\n", label, value);
@@ -203,8 +196,8 @@ std::string VerdictToText(const Manifest& manifest, const GpuVerdict& verdict) {
                      "elements over tolerance ({:.3g}), {} not finite (atol {}, rtol {})",
                      c.passed ? "passed" : "FAILED", c.checks, c.worst.max_abs_error,
                      c.worst.mean_abs_error, c.worst.over_tolerance, c.worst.elements,
-                     c.worst.fraction_over_tolerance, c.worst.non_finite, manifest.correctness.atol,
-                     manifest.correctness.rtol));
+                     c.worst.fraction_over_tolerance, c.worst.non_finite, c.tolerance.atol,
+                     c.tolerance.rtol));
     if (!c.failure.empty()) line("failure", c.failure);
   }
   if (verdict.timing) {

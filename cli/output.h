@@ -31,7 +31,6 @@ nlohmann::json CompileReportToJson(const CompileReport& report);
 std::string CompileReportToText(const CompileReport& report);
 
 // Gates 2 and 3: the status, every correctness figure and every timing figure.
-nlohmann::json VerdictToJson(const Manifest& manifest, const GpuVerdict& verdict);
-std::string VerdictToText(const Manifest& manifest, const GpuVerdict& verdict);
+std::string VerdictToText(const GpuVerdict& verdict);
 
 }  // namespace evo::cli

@@ -281,7 +281,26 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
   return kernel;
 }
 
+Tolerance ReadTolerance(const ManifestReader& reader, const Json& object,
+                        const std::string& field) {
+  Tolerance tolerance;
+  tolerance.atol = reader.Number(object, field, "atol");
+  tolerance.rtol = reader.Number(object, field, "rtol");
+  if (!(tolerance.atol >= 0) || !(tolerance.rtol >= 0) ||
+      !(tolerance.atol + tolerance.rtol > 0)) {
+    reader.Fail(field, "atol and rtol must be non-negative and not both zero");
+  }
+  return tolerance;
+}
+
 }  // namespace
+
+const Tolerance& CorrectnessSpec::ToleranceFor(const Bindings& bindings) const {
+  for (const ToleranceOverride& entry : overrides) {
+    if (entry.when.Evaluate(bindings) != 0) return entry.tolerance;
+  }
+  return tolerance;
+}
 
 const KnobSpec* Manifest::FindKnob(std::string_view knob) const {
   for (const KnobSpec& spec : knobs) {
@@ -383,14 +402,24 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
       ReadKernel(reader, root, "reference", reference_scope, reference_launch_scope, read_source);
 
   const Json& correctness = reader.Member(root, "manifest", "correctness");
-  reader.CheckKeys(correctness, "correctness", {"seeds", "atol", "rtol", "problems"});
+  reader.CheckKeys(correctness, "correctness",
+                   {"seeds", "atol", "rtol", "overrides", "problems"});
   CorrectnessSpec& spec = manifest.correctness;
   spec.seeds = static_cast<int>(reader.Integer(correctness, "correctness", "seeds"));
   if (spec.seeds < 1) reader.Fail("correctness.seeds", "expected at least 1");
-  spec.atol = reader.Number(correctness, "correctness", "atol");
-  spec.rtol = reader.Number(correctness, "correctness", "rtol");
-  if (!(spec.atol >= 0) || !(spec.rtol >= 0) || !(spec.atol + spec.rtol > 0)) {
-    reader.Fail("correctness", "atol and rtol must be non-negative and not both zero");
+  spec.tolerance = ReadTolerance(reader, correctness, "correctness");
+  if (correctness.contains("overrides")) {
+    const Json& overrides = reader.Array(correctness, "correctness", "overrides");
+    for (size_t i = 0; i < overrides.size(); ++i) {
+      const std::string field = "correctness.overrides[" + std::to_string(i) + "]";
+      if (!overrides[i].is_object()) reader.Fail(field, "expected an object");
+      reader.CheckKeys(overrides[i], field, {"when", "atol", "rtol", "doc"});
+      ToleranceOverride entry;
+      entry.when = reader.Expr(reader.Member(overrides[i], field, "when"), field + ".when", scope);
+      entry.tolerance = ReadTolerance(reader, overrides[i], field);
+      entry.doc = reader.String(overrides[i], field, "doc", false);
+      spec.overrides.push_back(std::move(entry));
+    }
   }
   if (correctness.contains("problems")) {
     const Json& problems = reader.Array(correctness, "correctness", "problems");

@@ -69,14 +69,33 @@ struct KernelSpec {
   std::vector<KernelArgSpec> args;
 };
 
-// How the correctness gate checks a candidate: on the task's problem and on each of `problems`
-// (run-time parameters given as expressions of the task's problem, the others inherited), each
-// with `seeds` fresh random inputs; an element passes when |out - ref| <= atol + rtol * |ref|.
-struct CorrectnessSpec {
-  int seeds = 3;
+// An element of a candidate's output passes when |out - ref| <= atol + rtol * |ref|.
+struct Tolerance {
   double atol = 0;
   double rtol = 0;
+};
+
+// A tolerance for the configurations where `when` (over knobs and problem) is non-zero: a knob
+// that trades accuracy for speed (Q quantized to fp8) is held to its own bound, and the others
+// keep the tight default.
+struct ToleranceOverride {
+  Expression when;
+  Tolerance tolerance;
+  std::string doc;
+};
+
+// How the correctness gate checks a candidate: on the task's problem and on each of `problems`
+// (run-time parameters given as expressions of the task's problem, the others inherited), each
+// with `seeds` fresh random inputs, against `tolerance` or the first override that applies.
+struct CorrectnessSpec {
+  int seeds = 3;
+  Tolerance tolerance;
+  std::vector<ToleranceOverride> overrides;
   std::vector<std::vector<std::pair<std::string, Expression>>> problems;
+
+  // The tolerance of the first override whose `when` holds for these bindings (a candidate's
+  // knobs and problem), else the default.
+  const Tolerance& ToleranceFor(const Bindings& bindings) const;
 };
 
 // Some knobs set to values of their domains (a starting point names only the knobs it fixes).

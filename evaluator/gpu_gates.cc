@@ -142,6 +142,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
     CorrectnessFigures& correctness = verdict.correctness;
     for (size_t p = 0; p < problems.size(); ++p) {
       const Bindings bindings = CompileBindings(manifest, genome, problems[p], arch);
+      const Tolerance tolerance = manifest.correctness.ToleranceFor(bindings);
       auto args = std::make_unique<KernelArguments>(manifest.kernel, bindings);
       auto reference_args =
           std::make_unique<KernelArguments>(manifest.reference, bindings, args.get());
@@ -165,8 +166,8 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
         for (DeviceTensor* output : args->Outputs()) {
           const DeviceTensor& expected = reference_args->Tensor(output->name);
           const ComparisonStats stats = state.kernels.Compare(
-              output->buffer, output->dtype, expected.buffer, output->elements,
-              manifest.correctness.atol, manifest.correctness.rtol, state.stream);
+              output->buffer, output->dtype, expected.buffer, output->elements, tolerance.atol,
+              tolerance.rtol, state.stream);
           Merge(correctness.worst, stats);
           if (!stats.passed() && correctness.failure.empty()) {
             correctness.failure = output->name + " on " + FormatProblem(manifest, problems[p]) +
@@ -179,6 +180,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
         ++correctness.checks;
       }
       if (p + 1 == problems.size()) {
+        correctness.tolerance = tolerance;
         task_args = std::move(args);
         task_reference_args = std::move(reference_args);
         task_shape = shape;
@@ -258,7 +260,8 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
     for (DeviceTensor* output : task_args->Outputs()) {
       const ComparisonStats stats = state.kernels.Compare(
           output->buffer, output->dtype, task_reference_args->Tensor(output->name).buffer,
-          output->elements, manifest.correctness.atol, manifest.correctness.rtol, state.stream);
+          output->elements, correctness.tolerance.atol, correctness.tolerance.rtol,
+          state.stream);
       timing.recheck_passed = timing.recheck_passed && stats.passed();
     }
     if (!timing.recheck_passed) {

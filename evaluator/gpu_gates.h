@@ -18,6 +18,7 @@ struct CorrectnessFigures {
   int checks = 0;  // (problem, seed) pairs run
   ComparisonStats worst;
   std::string failure;  // which problem, seed and output failed first, when one did
+  Tolerance tolerance;  // the one the manifest gives this candidate on the task's problem
 };
 
 // Gate 3: device time per call, from CUDA events around batches of back-to-back launches.

@@ -24,7 +24,9 @@ nlohmann::json GpuVerdictToJson(const GpuVerdict& verdict) {
       {"over_tolerance", c.worst.over_tolerance},
       {"non_finite", c.worst.non_finite},
       {"max_abs_reference", c.worst.max_abs_reference},
-      {"failure", c.failure}};
+      {"failure", c.failure},
+      {"atol", c.tolerance.atol},
+      {"rtol", c.tolerance.rtol}};
   if (verdict.timing) {
     const TimingFigures& t = *verdict.timing;
     json["timing"] = {
@@ -58,6 +60,9 @@ GpuVerdict GpuVerdictFromJson(const nlohmann::json& json) {
   figures.worst.non_finite = c.at("non_finite").get<int64_t>();
   figures.worst.max_abs_reference = c.at("max_abs_reference").get<double>();
   figures.failure = c.at("failure").get<std::string>();
+  // Verdicts recorded before tolerances were per candidate carry none.
+  figures.tolerance.atol = c.value("atol", 0.0);
+  figures.tolerance.rtol = c.value("rtol", 0.0);
   if (json.contains("timing")) {
     const auto& t = json.at("timing");
     TimingFigures timing;

@@ -83,6 +83,23 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
          j["correctness"]["rtol"] = 0;
        },
        "correctness: atol and rtol must be non-negative and not both zero"},
+      {"a tolerance override on an unknown name",
+       [](Json& j) {
+         j["correctness"]["overrides"] =
+             Json::array({{{"when", "FP8 == 1"}, {"atol", 0.06}, {"rtol", 0}}});
+       },
+       "correctness.overrides[0].when: unknown name 'FP8'"},
+      {"a tolerance override without rtol",
+       [](Json& j) {
+         j["correctness"]["overrides"] = Json::array({{{"when", "FAST_EXP"}, {"atol", 0.06}}});
+       },
+       "correctness.overrides[0]: missing \"rtol\""},
+      {"a zero tolerance override",
+       [](Json& j) {
+         j["correctness"]["overrides"] =
+             Json::array({{{"when", "FAST_EXP"}, {"atol", 0}, {"rtol", 0}}});
+       },
+       "correctness.overrides[0]: atol and rtol must be non-negative and not both zero"},
       {"a check problem overriding a compile-time parameter",
        [](Json& j) { j["correctness"]["problems"][0]["D"] = "128"; },
        "correctness.problems[0]: 'D' is compile-time"},

@@ -6,9 +6,16 @@
 // each landed stage is dequantized on the way into the tensor cores: cvt.rn.f16x2.e4m3x2 (exact:
 // every e4m3 value is an fp16 value) into swizzled fp16 tiles read by ldmatrix and
 // mma.sync m16n8k16. The scales never touch the elements: K_scale is folded into the softmax
-// scale and V_scale into the final normalization. Needs sm_89 (the e4m3 conversion).
+// scale and V_scale into the final normalization. Needs sm_89 (the e4m3 conversion and mma).
 //
-// Knobs (BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, FAST_EXP, PERSISTENT) and problem defines
+// Q_FP8 = 1 quantizes Q to e4m3 once per tile, with a scale per query row (the row's largest
+// magnitude maps to 448, the largest e4m3), and computes S = Q K^T with the fp8 tensor-core MMA
+// (mma.sync m16n8k32 e4m3 x e4m3 -> f32) straight from the stored K bytes: K is never
+// dequantized and the QK^T product takes half the MMA instructions. The row scale joins the
+// softmax scale. It costs accuracy (e4m3 keeps 3 mantissa bits), so the manifest holds these
+// configurations to a looser tolerance; P V stays fp16.
+//
+// Knobs (BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, FAST_EXP, PERSISTENT, Q_FP8) and problem defines
 // (HEAD_DIM, IS_CAUSAL) are prepended by evo. NVRTC-clean: no #include.
 
 #if !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(NUM_WARPS) || !defined(STAGES)
@@ -16,6 +23,9 @@
 #endif
 #if !defined(FAST_EXP) || !defined(PERSISTENT) || !defined(HEAD_DIM) || !defined(IS_CAUSAL)
 #error "sdpa_fp8.cu needs FAST_EXP, PERSISTENT, HEAD_DIM and IS_CAUSAL defined"
+#endif
+#if !defined(Q_FP8)
+#error "sdpa_fp8.cu needs Q_FP8 defined"
 #endif
 
 static_assert(NUM_WARPS >= 1 && NUM_WARPS <= 32, "NUM_WARPS must be in [1, 32]");
@@ -27,9 +37,10 @@ static_assert(HEAD_DIM > 0 && HEAD_DIM % 64 == 0 && HEAD_DIM <= 256,
               "HEAD_DIM must be 64, 128, 192 or 256");
 static_assert(FAST_EXP == 0 || FAST_EXP == 1, "FAST_EXP must be 0 or 1");
 static_assert(PERSISTENT == 0 || PERSISTENT == 1, "PERSISTENT must be 0 or 1");
+static_assert(Q_FP8 == 0 || Q_FP8 == 1, "Q_FP8 must be 0 or 1");
 static_assert(IS_CAUSAL == 0 || IS_CAUSAL == 1, "IS_CAUSAL must be 0 or 1");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
-#error "sdpa_fp8 needs sm_89 or newer (cvt.rn.f16x2.e4m3x2)"
+#error "sdpa_fp8 needs sm_89 or newer (cvt.rn.f16x2.e4m3x2, mma.sync e4m3)"
 #endif
 
 namespace sdpa8 {
@@ -44,6 +55,7 @@ enum : int {
   kChunksPerRow = HEAD_DIM / 8,  // 16-byte chunks per fp16 smem row
   kFp8ChunksPerRow = HEAD_DIM / 16,  // 16-byte chunks per e4m3 row
   kQTileBytes = BLOCK_M * HEAD_DIM * 2,
+  kQ8TileBytes = BLOCK_M * HEAD_DIM,  // Q_FP8: the e4m3 Q tile
   kHalfTileBytes = BLOCK_N * HEAD_DIM * 2,  // one dequantized K or V tile
   kFp8TileBytes = BLOCK_N * HEAD_DIM,       // one e4m3 K or V tile of a stage
 };
@@ -112,6 +124,17 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// d += a * b with a 16x32 (row), b 32x8 (col) of e4m3, d 16x8 fp32: the same d fragment layout
+// as mma_16816; a register of a or b holds 4 consecutive k of one row (a) or column (b).
+__device__ __forceinline__ void mma_16832_e4m3(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // The first source operand of cvt.f16x2 lands in the upper half, so hi goes first.
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
   unsigned r;
@@ -149,6 +172,28 @@ __device__ __forceinline__ unsigned e4m3x2_to_half2(unsigned short pair) {
   return r;
 }
 
+// An fp16 pair (the first in the low half) as two floats.
+__device__ __forceinline__ void half2_to_floats(unsigned pair, float& lo, float& hi) {
+  asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}\n"
+      : "=f"(lo), "=f"(hi)
+      : "r"(pair));
+}
+
+// Four floats to four e4m3 bytes, the first in the low byte; out-of-range values saturate to
+// +-448. cvt's first source lands in the upper byte of each pair.
+__device__ __forceinline__ unsigned floats_to_e4m3x4(float a, float b, float c, float d) {
+  unsigned r;
+  asm("{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\nmov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r)
+      : "f"(a), "f"(b), "f"(c), "f"(d));
+  return r;
+}
+
+__device__ __forceinline__ void st_shared_v2(unsigned addr, unsigned a, unsigned b) {
+  asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
+}
+
 __device__ __forceinline__ void st_shared_v4(unsigned addr, const unsigned (&v)[4]) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]),
                "r"(v[2]), "r"(v[3])
@@ -161,6 +206,14 @@ __device__ __forceinline__ void st_shared_v4(unsigned addr, const unsigned (&v)[
 // (r & 7) puts the 8 rows read by one ldmatrix 8x8 matrix on 8 distinct bank groups.
 __device__ __forceinline__ unsigned swizzle(int r, int c) {
   return static_cast<unsigned>((r * HEAD_DIM + ((c ^ (r & 7)) << 3)) * 2);
+}
+
+// Byte offset of 16-byte chunk c of row r in a [rows][HEAD_DIM] e4m3 tile. The chunk is XOR-ed
+// so that the 8 rows one ldmatrix 8x8 matrix reads land on 8 distinct bank groups: at D = 64 two
+// rows share a 128-byte line, so the row pair index does the XOR-ing.
+__device__ __forceinline__ unsigned swizzle8(int r, int c) {
+  const int x = HEAD_DIM == 64 ? (r >> 1) & 3 : r & 7;
+  return static_cast<unsigned>(r * HEAD_DIM + ((c ^ x) << 4));
 }
 
 // Copies rows [row0, row0 + ROWS) of a [num_rows][HEAD_DIM] fp16 matrix into a swizzled tile;
@@ -184,7 +237,7 @@ __device__ __forceinline__ void load_half_tile_async(unsigned smem_tile,
   }
 }
 
-// Copies BLOCK_N e4m3 rows, row-major as they are; rows past num_rows become zeros (e4m3 0x00).
+// Copies BLOCK_N e4m3 rows into a swizzled tile; rows past num_rows become zeros (e4m3 0x00).
 __device__ __forceinline__ void load_fp8_tile_async(unsigned smem_tile,
                                                     const unsigned char* __restrict__ src,
                                                     int row0, int num_rows, int tid) {
@@ -198,7 +251,7 @@ __device__ __forceinline__ void load_fp8_tile_async(unsigned smem_tile,
       const int row = row0 + r;
       const bool valid = row < num_rows;
       const unsigned char* p = src + static_cast<long long>(valid ? row : 0) * HEAD_DIM + c * 16;
-      cp_async_16(smem_tile + idx * 16, p, valid ? 16 : 0);
+      cp_async_16(smem_tile + swizzle8(r, c), p, valid ? 16 : 0);
     }
   }
 }
@@ -214,7 +267,7 @@ __device__ __forceinline__ void dequantize_tile(unsigned fp8_tile, unsigned half
       const int r = idx / kFp8ChunksPerRow;
       const int c = idx % kFp8ChunksPerRow;
       unsigned bytes[4];
-      ld_shared_v4(bytes, fp8_tile + idx * 16);
+      ld_shared_v4(bytes, fp8_tile + swizzle8(r, c));
       unsigned lo[4];
       unsigned hi[4];
 #pragma unroll
@@ -226,6 +279,48 @@ __device__ __forceinline__ void dequantize_tile(unsigned fp8_tile, unsigned half
       }
       st_shared_v4(half_tile + swizzle(r, 2 * c), lo);
       st_shared_v4(half_tile + swizzle(r, 2 * c + 1), hi);
+    }
+  }
+}
+
+// Q_FP8: quantizes this warp's Q rows into the e4m3 tile. The four lanes of a quad share the
+// fragment rows g and g+8 of each m16 tile, so each quad quantizes those rows (a quarter of each
+// row per lane) and every lane ends up holding the dequantization scale of its own rows.
+__device__ __forceinline__ void quantize_q_rows(unsigned q_smem, unsigned q8_smem, int warp_row0,
+                                                int group, int quad,
+                                                float (&q_dequant)[kMFrags][2]) {
+  constexpr int kLaneChunks = kChunksPerRow / 4;  // fp16 chunks of a row per lane
+#pragma unroll
+  for (int mf = 0; mf < kMFrags; ++mf) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp_row0 + mf * 16 + group + h * 8;
+      float x[kLaneChunks][8];
+      float amax = 0.f;
+#pragma unroll
+      for (int i = 0; i < kLaneChunks; ++i) {
+        unsigned v[4];
+        ld_shared_v4(v, q_smem + swizzle(r, quad + 4 * i));
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          half2_to_floats(v[w], x[i][2 * w], x[i][2 * w + 1]);
+          amax = fmaxf(amax, fmaxf(fabsf(x[i][2 * w]), fabsf(x[i][2 * w + 1])));
+        }
+      }
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      // A row of zeros (or a row past S_q, zero-filled) keeps scale 1.
+      const float scale = amax > 0.f ? 448.f / amax : 1.f;
+      q_dequant[mf][h] = amax > 0.f ? amax / 448.f : 1.f;
+#pragma unroll
+      for (int i = 0; i < kLaneChunks; ++i) {
+        const int c = quad + 4 * i;  // fp16 chunk: 8 elements, 8 bytes of e4m3
+        const unsigned lo = floats_to_e4m3x4(x[i][0] * scale, x[i][1] * scale, x[i][2] * scale,
+                                             x[i][3] * scale);
+        const unsigned hi = floats_to_e4m3x4(x[i][4] * scale, x[i][5] * scale, x[i][6] * scale,
+                                             x[i][7] * scale);
+        st_shared_v2(q8_smem + swizzle8(r, c >> 1) + (c & 1) * 8, lo, hi);
+      }
     }
   }
 }
@@ -265,8 +360,10 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   unsigned short* o_head = O + static_cast<long long>(bh) * S_q * HEAD_DIM;
 
   const unsigned q_smem = smem_base;
+  // Q_FP8: the e4m3 Q tile takes the place of the dequantized K tile, which it does not need.
+  const unsigned q8_smem = q_smem + kQTileBytes;
   const unsigned k_tile = q_smem + kQTileBytes;  // dequantized, read by ldmatrix
-  const unsigned v_tile = k_tile + kHalfTileBytes;
+  const unsigned v_tile = k_tile + (Q_FP8 ? kQ8TileBytes : kHalfTileBytes);
   const unsigned k8_smem = v_tile + kHalfTileBytes;  // STAGES e4m3 K tiles, then STAGES V tiles
   const unsigned v8_smem = k8_smem + STAGES * kFp8TileBytes;
 
@@ -285,6 +382,8 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   float acc[kMFrags][kDFrags][4];
   float row_max[kMFrags][2];
   float row_sum[kMFrags][2];
+  // The factor between a row's scores as computed and Q K^T: 1, or Q_FP8's dequantization scale.
+  float q_dequant[kMFrags][2];
 #pragma unroll
   for (int mf = 0; mf < kMFrags; ++mf) {
 #pragma unroll
@@ -296,6 +395,7 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
     for (int h = 0; h < 2; ++h) {
       row_max[mf][h] = neg_inf();
       row_sum[mf][h] = 0.f;
+      q_dequant[mf][h] = 1.f;
     }
   }
 
@@ -337,8 +437,12 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
       }
       cp_async_commit();
     }
-    dequantize_tile(k8_smem + stage * kFp8TileBytes, k_tile, tid);
+    if constexpr (!Q_FP8) dequantize_tile(k8_smem + stage * kFp8TileBytes, k_tile, tid);
     dequantize_tile(v8_smem + stage * kFp8TileBytes, v_tile, tid);
+    if constexpr (Q_FP8) {
+      // Q has landed with tile 0; each warp reads back only the rows it quantized itself.
+      if (j == 0) quantize_q_rows(q_smem, q8_smem, warp_row0, group, quad, q_dequant);
+    }
     __syncthreads();
 
     const int n_start = j * BLOCK_N;
@@ -354,6 +458,28 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
           for (int e = 0; e < 4; ++e) s[mf][nf][e] = 0.f;
         }
       }
+#if Q_FP8
+      const unsigned k8_stage = k8_smem + stage * kFp8TileBytes;
+#pragma unroll
+      for (int kd = 0; kd < HEAD_DIM / 32; ++kd) {
+        unsigned qa[kMFrags][4];
+#pragma unroll
+        for (int mf = 0; mf < kMFrags; ++mf) {
+          ldmatrix_x4(qa[mf],
+                      q8_smem + swizzle8(warp_row0 + mf * 16 + qa_row, kd * 2 + qa_chunk));
+        }
+#pragma unroll
+        for (int np = 0; np < BLOCK_N / 16; ++np) {
+          unsigned kb[4];
+          ldmatrix_x4(kb, k8_stage + swizzle8(np * 16 + kb_row, kd * 2 + kb_chunk));
+#pragma unroll
+          for (int mf = 0; mf < kMFrags; ++mf) {
+            mma_16832_e4m3(s[mf][2 * np], qa[mf], kb[0], kb[1]);
+            mma_16832_e4m3(s[mf][2 * np + 1], qa[mf], kb[2], kb[3]);
+          }
+        }
+      }
+#else
 #pragma unroll
       for (int kd = 0; kd < HEAD_DIM / 16; ++kd) {
         unsigned qa[kMFrags][4];
@@ -372,6 +498,7 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
           }
         }
       }
+#endif
 
       // Only tiles that reach past S_kv or cross the diagonal need the element mask.
       if (n_start + BLOCK_N > S_kv || (IS_CAUSAL && n_start + BLOCK_N - 1 > m_start)) {
@@ -406,10 +533,12 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
           // avoids (-inf) - (-inf) = NaN and still maps masked scores to exp(-inf) = 0.
           const float m_ref = mx == neg_inf() ? 0.f : mx;
 #if FAST_EXP
-          const float neg_m_scaled = -m_ref * scale_log2;
-          const float alpha = exp2_approx(fmaf(row_max[mf][h], scale_log2, neg_m_scaled));
+          const float row_scale_log2 = scale_log2 * q_dequant[mf][h];
+          const float neg_m_scaled = -m_ref * row_scale_log2;
+          const float alpha = exp2_approx(fmaf(row_max[mf][h], row_scale_log2, neg_m_scaled));
 #else
-          const float alpha = expf((row_max[mf][h] - m_ref) * scale);
+          const float row_scale = scale * q_dequant[mf][h];
+          const float alpha = expf((row_max[mf][h] - m_ref) * row_scale);
 #endif
           row_max[mf][h] = mx;
           float sum = 0.f;
@@ -418,9 +547,9 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
 #pragma unroll
             for (int e = 2 * h; e < 2 * h + 2; ++e) {
 #if FAST_EXP
-              const float p = exp2_approx(fmaf(s[mf][nf][e], scale_log2, neg_m_scaled));
+              const float p = exp2_approx(fmaf(s[mf][nf][e], row_scale_log2, neg_m_scaled));
 #else
-              const float p = expf((s[mf][nf][e] - m_ref) * scale);
+              const float p = expf((s[mf][nf][e] - m_ref) * row_scale);
 #endif
               s[mf][nf][e] = p;
               sum += p;
