@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
-# Evidence that every knob of sdpa_fp16 changes the machine code: compiles a base configuration
-# and one variant per knob value, and counts SASS instructions of the kinds the knobs are about
-# (tensor-core HMMA, LDSM = ldmatrix, LDGSTS = cp.async, MUFU.EX2 = exp2, BAR = __syncthreads,
-# SYNCS = mbarrier, VOTE = warp vote). Needs cuobjdump (CUDA toolkit; the H100 machine has it).
-#   scripts/sass-knobs.sh [EVO] [B,H,S,D] [--causal]
+# Evidence that every knob of a template (sdpa_fp16 or sdpa_fp8) changes the machine code:
+# compiles a base configuration and one variant per knob value, and counts SASS instructions of the
+# kinds the knobs are about (tensor-core HMMA / QMMA, LDSM = ldmatrix, LDGSTS = cp.async, MUFU.EX2
+# = exp2, BAR = __syncthreads, SYNCS = mbarrier, VOTE = warp vote, F2FP = packing conversions such
+# as e4m3 -> fp16). Needs cuobjdump (CUDA toolkit; the H100 machine has it).
+#   scripts/sass-knobs.sh [EVO] [B,H,S,D] [--causal]      (TEMPLATE=sdpa_fp8 for the fp8 template)
 set -euo pipefail
 evo=${1:-./build/evo}
 shape=${2:-2,8,2048,64}
 causal=${3:-}
+template=${TEMPLATE:-sdpa_fp16}
 cuobjdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 [ -x "$cuobjdump" ] || { echo "sass-knobs: cuobjdump not found" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 WARP_SPECIALIZED=0 PERSISTENT=0 LAZY_RESCALE=0"
+case "$template" in
+  sdpa_fp16)
+    base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 WARP_SPECIALIZED=0 PERSISTENT=0 LAZY_RESCALE=0"
+    extra=("WARP_SPECIALIZED=1" "PERSISTENT=1" "LAZY_RESCALE=1")
+    ;;
+  sdpa_fp8)
+    base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 PERSISTENT=0 Q_FP8=0"
+    extra=("PERSISTENT=1" "Q_FP8=1")
+    ;;
+  *) echo "sass-knobs: no knob list for template '$template'" >&2; exit 2 ;;
+esac
 variants=(
   ""
   "BLOCK_M=128 NUM_WARPS=8"
@@ -23,12 +35,10 @@ variants=(
   "STAGES=1"
   "STAGES=3"
   "FAST_EXP=0"
-  "WARP_SPECIALIZED=1"
-  "PERSISTENT=1"
-  "LAZY_RESCALE=1"
+  "${extra[@]}"
 )
-printf "%-26s %5s %6s %6s %6s %8s %5s %5s %5s %6s  %s\n" "change from base" "regs" "HMMA" "LDSM" \
-  "LDGSTS" "MUFU.EX2" "BAR" "SYNCS" "VOTE" "total" "status"
+printf "%-26s %5s %6s %5s %6s %6s %8s %5s %5s %5s %5s %6s  %s\n" "change from base" "regs" "HMMA" \
+  "QMMA" "LDSM" "LDGSTS" "MUFU.EX2" "BAR" "SYNCS" "VOTE" "F2FP" "total" "status"
 for variant in "${variants[@]}"; do
   settings="$base"
   for kv in $variant; do
@@ -38,7 +48,7 @@ for variant in "${variants[@]}"; do
   for kv in $settings; do args+=(--set "$kv"); done
   cubin="$work/k.cubin"
   rm -f "$cubin"
-  report=$("$evo" compile --arch sm_90 --no-cache --allow-spills --shape "$shape" $causal \
+  report=$("$evo" compile --template "$template" --arch sm_90 --no-cache --allow-spills --shape "$shape" $causal \
     "${args[@]}" --cubin "$cubin" 2>&1 || true)
   status=$(echo "$report" | awk '/^status/ {$1=""; print substr($0, 2); exit}')
   if [ ! -s "$cubin" ]; then
@@ -49,8 +59,9 @@ for variant in "${variants[@]}"; do
   sass=$("$cuobjdump" -sass "$cubin" | grep -oE '^\s+/\*[0-9a-f]{4}\*/\s+[^;]+' |
     sed -E 's/^\s+\/\*[0-9a-f]+\*\/\s+(@!?U?P[0-9T] )?//')
   count() { echo "$sass" | grep -cE "^$1" || true; }
-  printf "%-26s %5s %6s %6s %6s %8s %5s %5s %5s %6s  %s\n" "${variant:-base}" "$regs" \
-    "$(count HMMA)" "$(count LDSM)" "$(count LDGSTS)" "$(count 'MUFU\.EX2')" "$(count BAR)" \
-    "$(count SYNCS)" "$(count VOTE)" "$(echo "$sass" | wc -l)" "$status"
+  printf "%-26s %5s %6s %5s %6s %6s %8s %5s %5s %5s %5s %6s  %s\n" "${variant:-base}" "$regs" \
+    "$(count HMMA)" "$(count QMMA)" "$(count LDSM)" "$(count LDGSTS)" "$(count 'MUFU\.EX2')" \
+    "$(count BAR)" "$(count SYNCS)" "$(count VOTE)" "$(count F2FP)" "$(echo "$sass" | wc -l)" \
+    "$status"
 done
-echo "base: $base; shape $shape ${causal:-(not causal)}; sm_90; counts are static instructions"
+echo "$template base: $base; shape $shape ${causal:-(not causal)}; sm_90; counts are static instructions"
