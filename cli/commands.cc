@@ -30,6 +30,7 @@ struct CompileOptions {
   std::vector<std::string> settings;
   std::string shape;
   bool causal = false;
+  std::vector<std::string> problem_settings;
   std::string arch;
   int device = 0;
   std::string cache_dir = "runs/cache";
@@ -91,6 +92,8 @@ void AddCompileOptions(CLI::App& app, CompileOptions& options, bool with_device 
   app.add_option("--shape", options.shape,
                  "B,H,S,D or B,H,S_q,S_kv,D (default: the template's default problem)");
   app.add_flag("--causal", options.causal, "causal attention");
+  app.add_option("--problem", options.problem_settings,
+                 "PARAM=VALUE (repeatable): another problem parameter, e.g. Q_FP8=1");
   app.add_option("--arch", options.arch, "target, e.g. sm_90 (default: the GPU that is here)");
   if (with_device) {
     app.add_option("--device", options.device, "the GPU whose arch to use when --arch is not given")
@@ -117,6 +120,9 @@ class CompileSession {
     }
     if (!options.shape.empty()) ApplyShape(manifest, options.shape, problem_);
     if (options.causal) SetProblemParam(manifest, "CAUSAL", 1, problem_);
+    for (const std::string& setting : options.problem_settings) {
+      ApplyProblemSetting(manifest, setting, problem_);
+    }
     origin_ = ResolveArch(options, arch_);
     if (arch_.sm < manifest.min_sm) {
       throw Error("template " + manifest.name + " needs sm_" + std::to_string(manifest.min_sm) +

@@ -27,6 +27,7 @@ struct TaskOptions {
   std::string template_name = "sdpa_fp16";
   std::string shape;
   bool causal = false;
+  std::vector<std::string> problem_settings;
   int gpu = 0;
   std::string cache_dir = "runs/cache";
   bool no_cache = false;
@@ -43,6 +44,8 @@ void AddTaskOptions(CLI::App& app, TaskOptions& options, bool with_replay) {
   app.add_option("--shape", options.shape,
                  "B,H,S,D or B,H,S_q,S_kv,D (default: the template's default problem)");
   app.add_flag("--causal", options.causal, "causal attention");
+  app.add_option("--problem", options.problem_settings,
+                 "PARAM=VALUE (repeatable): another problem parameter, e.g. Q_FP8=1");
   app.add_option("--gpu", options.gpu, "the GPU to measure on")->capture_default_str();
   app.add_option("--cache-dir", options.cache_dir, "compile cache folder")->capture_default_str();
   app.add_flag("--no-cache", options.no_cache, "neither read nor fill the compile cache");
@@ -68,6 +71,9 @@ Problem TaskProblem(const Manifest& manifest, const TaskOptions& options) {
   Problem problem = DefaultProblem(manifest);
   if (!options.shape.empty()) ApplyShape(manifest, options.shape, problem);
   if (options.causal) SetProblemParam(manifest, "CAUSAL", 1, problem);
+  for (const std::string& setting : options.problem_settings) {
+    ApplyProblemSetting(manifest, setting, problem);
+  }
   return problem;
 }
 
@@ -209,11 +215,12 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     const Manifest& manifest = kernel_template.manifest;
     const Problem problem = TaskProblem(manifest, options->task);
     if (run &&
-        (app.count("--shape") > 0 || app.count("--causal") > 0 || app.count("--template") > 0) &&
+        (app.count("--shape") > 0 || app.count("--causal") > 0 || app.count("--problem") > 0 ||
+         app.count("--template") > 0) &&
         (problem != run->spec.problem || template_name != options->task.template_name)) {
       throw Error("run " + std::to_string(run->id) + " searches " + run->spec.template_name + " " +
                   nlohmann::json(run->spec.problem).dump() +
-                  "; drop --template/--shape/--causal to resume it");
+                  "; drop --template/--shape/--causal/--problem to resume it");
     }
     if (!run && !options->fresh) {
       for (const RunRecord& candidate : store.Runs()) {
@@ -410,6 +417,12 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
         std::to_string(problem.at("B")) + "," + std::to_string(problem.at("H")) + "," +
         std::to_string(problem.at("S_q")) + "," + std::to_string(problem.at("S_kv")) + "," +
         std::to_string(problem.at("D")) + (problem.at("CAUSAL") != 0 ? " --causal" : "");
+    for (const auto& [name, value] : problem) {
+      if (name != "B" && name != "H" && name != "S_q" && name != "S_kv" && name != "D" &&
+          name != "CAUSAL") {
+        header.recorded_by += " --problem " + name + "=" + std::to_string(value);
+      }
+    }
     header.recorded_at = NowIso8601();
     header.evo_version = EVO_VERSION;
     header.template_name = kernel_template.manifest.name;

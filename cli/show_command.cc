@@ -180,6 +180,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
     };
     Json params = Json::array();
     for (const KernelArgSpec& arg : manifest.kernel.args) {
+      if (!arg.PresentFor(bindings)) continue;
       Json param = {{"name", arg.name}, {"dtype", arg.dtype}};
       if (arg.kind == KernelArgSpec::Kind::kScalar) {
         param["kind"] = "scalar";

@@ -88,6 +88,16 @@ void SetProblemParam(const Manifest& manifest, std::string_view name, int64_t va
   problem[param->name] = value;
 }
 
+void ApplyProblemSetting(const Manifest& manifest, std::string_view setting, Problem& problem) {
+  const size_t equals = setting.find('=');
+  const std::optional<int64_t> value =
+      equals == std::string_view::npos ? std::nullopt : ParseInteger(setting.substr(equals + 1));
+  if (equals == 0 || !value) {
+    throw Error("malformed problem setting '" + std::string(setting) + "': expected PARAM=INTEGER");
+  }
+  SetProblemParam(manifest, setting.substr(0, equals), *value, problem);
+}
+
 void CheckGenome(const Manifest& manifest, const Genome& genome) {
   for (const auto& [name, value] : genome) {
     const KnobSpec* knob = manifest.FindKnob(name);

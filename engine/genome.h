@@ -26,6 +26,10 @@ void ApplyKnobSetting(const Manifest& manifest, std::string_view setting, Genome
 void SetProblemParam(const Manifest& manifest, std::string_view name, int64_t value,
                      Problem& problem);
 
+// Applies "PARAM=VALUE" as typed on a command line (--problem Q_FP8=1); throws like
+// SetProblemParam, or for a malformed setting.
+void ApplyProblemSetting(const Manifest& manifest, std::string_view setting, Problem& problem);
+
 // Throws evo::Error unless every knob is set to a value of its domain and nothing else is set.
 void CheckGenome(const Manifest& manifest, const Genome& genome);
 void CheckProblem(const Manifest& manifest, const Problem& problem);

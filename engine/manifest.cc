@@ -208,6 +208,7 @@ std::vector<ProblemParamSpec> ReadProblem(const ManifestReader& reader, const Js
 KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std::string& key,
                       const std::set<std::string, std::less<>>& scope,
                       const std::set<std::string, std::less<>>& launch_scope,
+                      const std::set<std::string, std::less<>>& signature_scope,
                       const std::function<std::string(const std::string&)>& read_source) {
   const Json& object = reader.Member(root, "manifest", key);
   reader.CheckKeys(object, key, {"source", "entry", "grid", "block", "dynamic_smem", "args"});
@@ -230,12 +231,21 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
       reader.Expr(reader.Member(object, key, "dynamic_smem"), key + ".dynamic_smem", scope);
   const Json& args = reader.Array(object, key, "args");
   std::set<std::string> arg_names;
+  std::set<std::string> unconditional;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string field = key + ".args[" + std::to_string(i) + "]";
-    reader.CheckKeys(args[i], field, {"name", "kind", "dtype", "shape", "value", "uniform"});
+    reader.CheckKeys(args[i], field,
+                     {"name", "kind", "dtype", "shape", "value", "uniform", "when"});
     KernelArgSpec arg;
     arg.name = reader.Identifier(args[i], field, "name");
-    if (!arg_names.insert(arg.name).second) reader.Fail(field, "'" + arg.name + "' appears twice");
+    if (args[i].contains("when")) {
+      arg.when = reader.Expr(args[i]["when"], field + ".when", signature_scope);
+    }
+    // One name may stand for alternatives (Q as f16 or as e4m3), each under its own `when`.
+    if (!arg_names.insert(arg.name).second && (!arg.when || unconditional.contains(arg.name))) {
+      reader.Fail(field, "'" + arg.name + "' appears twice, not each under its own \"when\"");
+    }
+    if (!arg.when) unconditional.insert(arg.name);
     const std::string kind = reader.String(args[i], field, "kind");
     static const std::set<std::string> kTensorTypes = {"f16", "bf16", "f32", "fp8e4m3", "fp8e5m2"};
     static const std::set<std::string> kScalarTypes = {"i32", "i64", "f32"};
@@ -286,8 +296,7 @@ Tolerance ReadTolerance(const ManifestReader& reader, const Json& object,
   Tolerance tolerance;
   tolerance.atol = reader.Number(object, field, "atol");
   tolerance.rtol = reader.Number(object, field, "rtol");
-  if (!(tolerance.atol >= 0) || !(tolerance.rtol >= 0) ||
-      !(tolerance.atol + tolerance.rtol > 0)) {
+  if (!(tolerance.atol >= 0) || !(tolerance.rtol >= 0) || !(tolerance.atol + tolerance.rtol > 0)) {
     reader.Fail(field, "atol and rtol must be non-negative and not both zero");
   }
   return tolerance;
@@ -392,18 +401,22 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
 
   std::set<std::string, std::less<>> launch_scope = scope;
   for (std::string_view name : kLaunchBindings) launch_scope.insert(std::string(name));
-  manifest.kernel = ReadKernel(reader, root, "kernel", scope, launch_scope, read_source);
+  std::set<std::string, std::less<>> signature_scope;
+  for (const ProblemParamSpec& param : manifest.problem) {
+    if (param.compile_time()) signature_scope.insert(param.name);
+  }
+  manifest.kernel =
+      ReadKernel(reader, root, "kernel", scope, launch_scope, signature_scope, read_source);
   // The reference is specialized on the problem only, never on knobs.
   std::set<std::string, std::less<>> reference_scope = problem_scope;
   for (std::string_view name : kArchBindings) reference_scope.insert(std::string(name));
   std::set<std::string, std::less<>> reference_launch_scope = reference_scope;
   for (std::string_view name : kLaunchBindings) reference_launch_scope.insert(std::string(name));
-  manifest.reference =
-      ReadKernel(reader, root, "reference", reference_scope, reference_launch_scope, read_source);
+  manifest.reference = ReadKernel(reader, root, "reference", reference_scope,
+                                  reference_launch_scope, signature_scope, read_source);
 
   const Json& correctness = reader.Member(root, "manifest", "correctness");
-  reader.CheckKeys(correctness, "correctness",
-                   {"seeds", "atol", "rtol", "overrides", "problems"});
+  reader.CheckKeys(correctness, "correctness", {"seeds", "atol", "rtol", "overrides", "problems"});
   CorrectnessSpec& spec = manifest.correctness;
   spec.seeds = static_cast<int>(reader.Integer(correctness, "correctness", "seeds"));
   if (spec.seeds < 1) reader.Fail("correctness.seeds", "expected at least 1");

@@ -56,6 +56,11 @@ struct KernelArgSpec {
   std::optional<Expression> value;  // scalars
   // Inputs the gates fill uniformly in [lo, hi) instead of with N(0,1) (e.g. positive scales).
   std::optional<std::pair<double, double>> uniform;
+  // The argument exists only where this is non-zero. It reads compile-time problem parameters
+  // only, which the kernel's signature follows with #if (Q stored as fp16 or as e4m3 + Q_scale).
+  std::optional<Expression> when;
+
+  bool PresentFor(const Bindings& bindings) const { return !when || when->Evaluate(bindings) != 0; }
 };
 
 // One kernel of a template (the candidate or the reference): its source and how to launch it.

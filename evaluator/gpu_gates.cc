@@ -165,9 +165,9 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
         state.stream.Synchronize();
         for (DeviceTensor* output : args->Outputs()) {
           const DeviceTensor& expected = reference_args->Tensor(output->name);
-          const ComparisonStats stats = state.kernels.Compare(
-              output->buffer, output->dtype, expected.buffer, output->elements, tolerance.atol,
-              tolerance.rtol, state.stream);
+          const ComparisonStats stats =
+              state.kernels.Compare(output->buffer, output->dtype, expected.buffer,
+                                    output->elements, tolerance.atol, tolerance.rtol, state.stream);
           Merge(correctness.worst, stats);
           if (!stats.passed() && correctness.failure.empty()) {
             correctness.failure = output->name + " on " + FormatProblem(manifest, problems[p]) +
@@ -260,8 +260,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
     for (DeviceTensor* output : task_args->Outputs()) {
       const ComparisonStats stats = state.kernels.Compare(
           output->buffer, output->dtype, task_reference_args->Tensor(output->name).buffer,
-          output->elements, correctness.tolerance.atol, correctness.tolerance.rtol,
-          state.stream);
+          output->elements, correctness.tolerance.atol, correctness.tolerance.rtol, state.stream);
       timing.recheck_passed = timing.recheck_passed && stats.passed();
     }
     if (!timing.recheck_passed) {

@@ -18,6 +18,12 @@ int64_t DtypeBytes(const std::string& dtype) {
 KernelArguments::KernelArguments(const KernelSpec& spec, const Bindings& bindings,
                                  const KernelArguments* share_inputs_with) {
   for (const KernelArgSpec& arg : spec.args) {
+    if (!arg.PresentFor(bindings)) continue;
+    for (const auto& tensor : tensors_) {
+      if (tensor && tensor->name == arg.name) {
+        throw Error("two arguments named " + arg.name + " apply to one problem");
+      }
+    }
     if (arg.kind == KernelArgSpec::Kind::kScalar) {
       const int64_t value = arg.value->Evaluate(bindings);
       auto slot = std::make_unique<uint64_t>(0);

@@ -4,12 +4,15 @@
 # kinds the knobs are about (tensor-core HMMA / QMMA, LDSM = ldmatrix, LDGSTS = cp.async, MUFU.EX2
 # = exp2, BAR = __syncthreads, SYNCS = mbarrier, VOTE = warp vote, F2FP = packing conversions such
 # as e4m3 -> fp16). Needs cuobjdump (CUDA toolkit; the H100 machine has it).
-#   scripts/sass-knobs.sh [EVO] [B,H,S,D] [--causal]      (TEMPLATE=sdpa_fp8 for the fp8 template)
+#   scripts/sass-knobs.sh [EVO] [B,H,S,D] [--causal]
+# TEMPLATE=sdpa_fp8 for the fp8 template; PROBLEM="Q_FP8=1" for other problem parameters.
 set -euo pipefail
 evo=${1:-./build/evo}
 shape=${2:-2,8,2048,64}
 causal=${3:-}
 template=${TEMPLATE:-sdpa_fp16}
+problem=()
+for kv in ${PROBLEM:-}; do problem+=(--problem "$kv"); done
 cuobjdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 [ -x "$cuobjdump" ] || { echo "sass-knobs: cuobjdump not found" >&2; exit 2; }
 work=$(mktemp -d)
@@ -21,8 +24,8 @@ case "$template" in
     extra=("WARP_SPECIALIZED=1" "PERSISTENT=1" "LAZY_RESCALE=1")
     ;;
   sdpa_fp8)
-    base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 PERSISTENT=0 Q_FP8=0"
-    extra=("PERSISTENT=1" "Q_FP8=1")
+    base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 PERSISTENT=0 QK_FP8_MMA=0"
+    extra=("PERSISTENT=1" "QK_FP8_MMA=1")
     ;;
   *) echo "sass-knobs: no knob list for template '$template'" >&2; exit 2 ;;
 esac
@@ -48,7 +51,8 @@ for variant in "${variants[@]}"; do
   for kv in $settings; do args+=(--set "$kv"); done
   cubin="$work/k.cubin"
   rm -f "$cubin"
-  report=$("$evo" compile --template "$template" --arch sm_90 --no-cache --allow-spills --shape "$shape" $causal \
+  report=$("$evo" compile --template "$template" --arch sm_90 --no-cache --allow-spills \
+    --shape "$shape" $causal "${problem[@]}" \
     "${args[@]}" --cubin "$cubin" 2>&1 || true)
   status=$(echo "$report" | awk '/^status/ {$1=""; print substr($0, 2); exit}')
   if [ ! -s "$cubin" ]; then
@@ -64,4 +68,4 @@ for variant in "${variants[@]}"; do
     "$(count BAR)" "$(count SYNCS)" "$(count VOTE)" "$(count F2FP)" "$(echo "$sass" | wc -l)" \
     "$status"
 done
-echo "$template base: $base; shape $shape ${causal:-(not causal)}; sm_90; counts are static instructions"
+echo "$template base: $base; shape $shape ${causal:-(not causal)} ${PROBLEM:-}; sm_90; counts are static instructions"

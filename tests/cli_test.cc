@@ -69,6 +69,22 @@ TEST_CASE("evo compile reports a violated constraint with exit code 1", "[cli]")
         std::string::npos);
 }
 
+TEST_CASE("evo compile --problem sets a problem parameter: an e4m3 Q takes the e4m3 MMA", "[cli]") {
+  test::TempDir dir;
+  const std::vector<std::string> fp8_mma = {"compile", "-t",       "sdpa_fp8",     "--arch",
+                                            "sm_90",   "--set",    "QK_FP8_MMA=1", "--no-cache",
+                                            "--shape", "1,1,64,64"};
+  const auto without = RunEvo(fp8_mma, dir.path());
+  CHECK(without.exit_code == 1);
+  CHECK(without.out.find("invalid: constraint fp8_mma_needs_fp8_q") != std::string::npos);
+  std::vector<std::string> with = fp8_mma;
+  with.insert(with.end(), {"--problem", "Q_FP8=1"});
+  const auto result = RunEvo(with, dir.path());
+  INFO(result.out << result.err);
+  CHECK(result.exit_code == 0);
+  CHECK(result.out.find("status      compiled") != std::string::npos);
+}
+
 TEST_CASE("evo compile refuses bad input with a clear message and exit code 2", "[cli]") {
   test::TempDir dir;
   test::WriteFile(dir.path() / "not_a_folder", "x");
@@ -88,6 +104,12 @@ TEST_CASE("evo compile refuses bad input with a clear message and exit code 2", 
       {{"compile", "--arch", "sm_90", "--shape", "2,8,0,64"}, "malformed --shape"},
       {{"compile", "--arch", "sm_90", "--shape", "2,8,512,96"},
        "D of template sdpa_fp16 cannot be 96"},
+      {{"compile", "--arch", "sm_90", "--problem", "Q_FP8=1"},
+       "template sdpa_fp16 has no problem parameter 'Q_FP8'"},
+      {{"compile", "-t", "sdpa_fp8", "--arch", "sm_90", "--problem", "Q_FP8=2"},
+       "problem parameter Q_FP8 of template sdpa_fp8 cannot be 2 (allowed: 0, 1)"},
+      {{"compile", "-t", "sdpa_fp8", "--arch", "sm_90", "--problem", "Q_FP8"},
+       "malformed problem setting 'Q_FP8': expected PARAM=INTEGER"},
       {{"compile", "--arch", "sm_90", "--templates", "missing_folder"}, "does not exist"},
       {{"compile", "--arch", "sm_90", "--templates", "not_a_folder"}, "is not a folder"},
       {{"templates", "--templates", "."}, "holds no manifest.json"},

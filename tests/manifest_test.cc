@@ -123,6 +123,15 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
          j["starting_points"] = Json::array({Json{{"BLOCK_M", 128}}});
        },
        "starting_points: starting points belong in the template folder's starting_points.json"},
+      {"an argument under a knob", [](Json& j) { j["kernel"]["args"][0]["when"] = "FAST_EXP"; },
+       "kernel.args[0].when: unknown name 'FAST_EXP'"},
+      {"an argument named twice",
+       [](Json& j) {
+         Json copy = j["kernel"]["args"][0];
+         copy["when"] = "CAUSAL";
+         j["kernel"]["args"].push_back(copy);
+       },
+       "kernel.args[8]: 'Q' appears twice, not each under its own \"when\""},
       {"a uniform fill of a scalar",
        [](Json& j) {
          j["kernel"]["args"][4]["uniform"] = Json::array({1, 2});
@@ -160,6 +169,44 @@ TEST_CASE("an f32 input may be filled uniformly, fp8 inputs are known", "[manife
   CHECK(manifest.kernel.args[8].uniform->second == 4.0);
   CHECK_FALSE(manifest.kernel.args[9].uniform);
   CHECK(manifest.kernel.args[9].dtype == "fp8e4m3");
+}
+
+TEST_CASE("arguments may depend on compile-time problem parameters", "[manifest]") {
+  Json json = SdpaManifestJson();
+  Json fp8_q = json["kernel"]["args"][0];
+  fp8_q["dtype"] = "fp8e4m3";
+  fp8_q["when"] = "CAUSAL";
+  json["kernel"]["args"][0]["when"] = "!CAUSAL";
+  json["kernel"]["args"].push_back(fp8_q);
+  const Manifest manifest = Parse(json);
+  const auto dtype_of_q = [&manifest](int64_t causal) {
+    Bindings bindings = {{"CAUSAL", causal}};
+    std::vector<std::string> dtypes;
+    for (const KernelArgSpec& arg : manifest.kernel.args) {
+      if (arg.name == "Q" && arg.PresentFor(bindings)) dtypes.push_back(arg.dtype);
+    }
+    return dtypes;
+  };
+  CHECK(dtype_of_q(0) == std::vector<std::string>{"f16"});
+  CHECK(dtype_of_q(1) == std::vector<std::string>{"fp8e4m3"});
+}
+
+TEST_CASE("a tolerance override applies where its condition holds", "[manifest]") {
+  Json json = SdpaManifestJson();
+  json["correctness"]["overrides"] = Json::array(
+      {{{"when", "FAST_EXP == 0 && D == 128"}, {"atol", 0.5}, {"rtol", 0}},
+       {{"when", "FAST_EXP == 0"}, {"atol", 0.25}, {"rtol", 0.125}, {"doc", "first match wins"}}});
+  const Manifest manifest = Parse(json);
+  REQUIRE(manifest.correctness.overrides.size() == 2);
+  const Tolerance base = manifest.correctness.tolerance;
+  const auto tolerance = [&manifest](int64_t fast_exp, int64_t d) {
+    return manifest.correctness.ToleranceFor({{"FAST_EXP", fast_exp}, {"D", d}});
+  };
+  CHECK(tolerance(1, 128).atol == base.atol);
+  CHECK(tolerance(1, 128).rtol == base.rtol);
+  CHECK(tolerance(0, 128).atol == 0.5);
+  CHECK(tolerance(0, 64).atol == 0.25);
+  CHECK(tolerance(0, 64).rtol == 0.125);
 }
 
 TEST_CASE("knob settings are checked against the manifest", "[manifest]") {

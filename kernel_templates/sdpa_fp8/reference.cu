@@ -1,11 +1,12 @@
 // FP32 reference for sdpa_fp8: O = softmax(Q K^T / sqrt(D)) V with K = K8 * K_scale[b, h] and
-// V = V8 * V_scale[b, h] dequantized from the very bytes the candidate reads, one CTA per (query
-// row, head, batch). Deliberately naive (plain loops, accurate expf, no tensor cores) so that it is easy to
-// trust; speed does not matter. Launch: grid (S_q, H, B), 128 threads, S_kv * 4 bytes of dynamic
-// shared memory. Only HEAD_DIM and IS_CAUSAL are defined by evo.
+// V = V8 * V_scale[b, h] (and, when Q_FP8, Q = Q8 * Q_scale[b, h]) dequantized from the very
+// bytes the candidate reads, one CTA per (query row, head, batch). Deliberately naive (plain
+// loops, accurate expf, no tensor cores) so that it is easy to trust; speed does not matter.
+// Launch: grid (S_q, H, B), 128 threads, S_kv * 4 bytes of dynamic shared memory. Only the
+// problem's defines (HEAD_DIM, IS_CAUSAL, Q_FP8) are set by evo.
 
-#if !defined(HEAD_DIM) || !defined(IS_CAUSAL)
-#error "reference.cu needs HEAD_DIM and IS_CAUSAL defined"
+#if !defined(HEAD_DIM) || !defined(IS_CAUSAL) || !defined(Q_FP8)
+#error "reference.cu needs HEAD_DIM, IS_CAUSAL and Q_FP8 defined"
 #endif
 static_assert(HEAD_DIM > 0, "HEAD_DIM must be positive");
 static_assert(IS_CAUSAL == 0 || IS_CAUSAL == 1, "IS_CAUSAL must be 0 or 1");
@@ -49,13 +50,16 @@ __device__ float block_reduce(float v, float* partial) {
 
 }  // namespace sdpa_ref
 
-extern "C" __global__ void sdpa_fp8_reference_f32(const unsigned short* __restrict__ Q,
-                                                  const unsigned char* __restrict__ K8,
-                                                  const unsigned char* __restrict__ V8,
-                                                  const float* __restrict__ K_scale,
-                                                  const float* __restrict__ V_scale,
-                                                  float* __restrict__ O, int B, int H, int S_q,
-                                                  int S_kv) {
+#if Q_FP8
+extern "C" __global__ void sdpa_fp8_reference_f32(
+    const unsigned char* __restrict__ Q, const float* __restrict__ Q_scale,
+    const unsigned char* __restrict__ K8,
+#else
+extern "C" __global__ void sdpa_fp8_reference_f32(
+    const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K8,
+#endif
+    const unsigned char* __restrict__ V8, const float* __restrict__ K_scale,
+    const float* __restrict__ V_scale, float* __restrict__ O, int B, int H, int S_q, int S_kv) {
   extern __shared__ float scores[];  // S_kv entries
   __shared__ float partial[32];
 
@@ -64,7 +68,12 @@ extern "C" __global__ void sdpa_fp8_reference_f32(const unsigned short* __restri
   const int b = blockIdx.z;
   if (i >= S_q || h >= H || b >= B) return;
   const long long bh = static_cast<long long>(b) * H + h;
+#if Q_FP8
+  const unsigned char* q = Q + (bh * S_q + i) * HEAD_DIM;
+  const float q_scale = Q_scale[bh];
+#else
   const unsigned short* q = Q + (bh * S_q + i) * HEAD_DIM;
+#endif
   const unsigned char* k = K8 + bh * S_kv * HEAD_DIM;
   const unsigned char* v = V8 + bh * S_kv * HEAD_DIM;
   const float k_scale = K_scale[bh];
@@ -79,8 +88,13 @@ extern "C" __global__ void sdpa_fp8_reference_f32(const unsigned short* __restri
     if (!IS_CAUSAL || j <= i) {  // causal is top-left aligned, as PyTorch's is_causal
       float dot = 0.f;
       for (int d = 0; d < HEAD_DIM; ++d) {
-        dot += sdpa_ref::half_to_float(q[d]) *
-               (sdpa_ref::e4m3_to_float(k[static_cast<long long>(j) * HEAD_DIM + d]) * k_scale);
+#if Q_FP8
+        const float q_d = sdpa_ref::e4m3_to_float(q[d]) * q_scale;
+#else
+        const float q_d = sdpa_ref::half_to_float(q[d]);
+#endif
+        dot +=
+            q_d * (sdpa_ref::e4m3_to_float(k[static_cast<long long>(j) * HEAD_DIM + d]) * k_scale);
       }
       s = scale * dot;
     }

@@ -1,22 +1,21 @@
 // Flash-attention forward with FP8 E4M3 keys and values: O = softmax(Q K^T / sqrt(D)) V where
-// K = K8 * K_scale[b, h] and V = V8 * V_scale[b, h]. Q and O are fp16 in [B, H, S, D]; K8 and V8
-// are e4m3 bytes in [B, H, S_kv, D]; the scales are fp32 per (batch, head).
+// K = K8 * K_scale[b, h] and V = V8 * V_scale[b, h]. O is fp16 in [B, H, S_q, D]; K8 and V8 are
+// e4m3 bytes in [B, H, S_kv, D]; the scales are fp32 per (batch, head). Q is fp16, or with the
+// problem's Q_FP8 e4m3 bytes Q8 with Q = Q8 * Q_scale[b, h].
 //
 // K8 and V8 travel through a cp.async pipeline STAGES deep as bytes (half the traffic of fp16);
 // each landed stage is dequantized on the way into the tensor cores: cvt.rn.f16x2.e4m3x2 (exact:
 // every e4m3 value is an fp16 value) into swizzled fp16 tiles read by ldmatrix and
-// mma.sync m16n8k16. The scales never touch the elements: K_scale is folded into the softmax
-// scale and V_scale into the final normalization. Needs sm_89 (the e4m3 conversion and mma).
+// mma.sync m16n8k16. The scales never touch the elements: Q_scale and K_scale are folded into
+// the softmax scale and V_scale into the final normalization. An e4m3 Q is dequantized once per
+// tile, or, with QK_FP8_MMA, Q K^T takes the e4m3 bytes of Q and K as they are into
+// mma.sync m16n8k32 e4m3: no K dequantization and half the MMA instructions. That MMA is native
+// on sm_89; on sm_90 ptxas expands it into conversions and fp16 MMAs (Hopper's fp8 tensor-core
+// path is wgmma), so there the knob trades shared-memory traffic for register conversions.
+// Needs sm_89 (the e4m3 conversion and MMA).
 //
-// Q_FP8 = 1 quantizes Q to e4m3 once per tile, with a scale per query row (the row's largest
-// magnitude maps to 448, the largest e4m3), and computes S = Q K^T with the fp8 tensor-core MMA
-// (mma.sync m16n8k32 e4m3 x e4m3 -> f32) straight from the stored K bytes: K is never
-// dequantized and the QK^T product takes half the MMA instructions. The row scale joins the
-// softmax scale. It costs accuracy (e4m3 keeps 3 mantissa bits), so the manifest holds these
-// configurations to a looser tolerance; P V stays fp16.
-//
-// Knobs (BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, FAST_EXP, PERSISTENT, Q_FP8) and problem defines
-// (HEAD_DIM, IS_CAUSAL) are prepended by evo. NVRTC-clean: no #include.
+// Knobs (BLOCK_M, BLOCK_N, NUM_WARPS, STAGES, FAST_EXP, PERSISTENT, QK_FP8_MMA) and problem
+// defines (HEAD_DIM, IS_CAUSAL, Q_FP8) are prepended by evo. NVRTC-clean: no #include.
 
 #if !defined(BLOCK_M) || !defined(BLOCK_N) || !defined(NUM_WARPS) || !defined(STAGES)
 #error "sdpa_fp8.cu needs BLOCK_M, BLOCK_N, NUM_WARPS and STAGES defined"
@@ -24,8 +23,8 @@
 #if !defined(FAST_EXP) || !defined(PERSISTENT) || !defined(HEAD_DIM) || !defined(IS_CAUSAL)
 #error "sdpa_fp8.cu needs FAST_EXP, PERSISTENT, HEAD_DIM and IS_CAUSAL defined"
 #endif
-#if !defined(Q_FP8)
-#error "sdpa_fp8.cu needs Q_FP8 defined"
+#if !defined(Q_FP8) || !defined(QK_FP8_MMA)
+#error "sdpa_fp8.cu needs Q_FP8 and QK_FP8_MMA defined"
 #endif
 
 static_assert(NUM_WARPS >= 1 && NUM_WARPS <= 32, "NUM_WARPS must be in [1, 32]");
@@ -38,6 +37,8 @@ static_assert(HEAD_DIM > 0 && HEAD_DIM % 64 == 0 && HEAD_DIM <= 256,
 static_assert(FAST_EXP == 0 || FAST_EXP == 1, "FAST_EXP must be 0 or 1");
 static_assert(PERSISTENT == 0 || PERSISTENT == 1, "PERSISTENT must be 0 or 1");
 static_assert(Q_FP8 == 0 || Q_FP8 == 1, "Q_FP8 must be 0 or 1");
+static_assert(QK_FP8_MMA == 0 || QK_FP8_MMA == 1, "QK_FP8_MMA must be 0 or 1");
+static_assert(Q_FP8 || !QK_FP8_MMA, "QK_FP8_MMA needs Q stored as e4m3 (Q_FP8)");
 static_assert(IS_CAUSAL == 0 || IS_CAUSAL == 1, "IS_CAUSAL must be 0 or 1");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
 #error "sdpa_fp8 needs sm_89 or newer (cvt.rn.f16x2.e4m3x2, mma.sync e4m3)"
@@ -45,17 +46,23 @@ static_assert(IS_CAUSAL == 0 || IS_CAUSAL == 1, "IS_CAUSAL must be 0 or 1");
 
 namespace sdpa8 {
 
+#if Q_FP8
+typedef unsigned char QElement;  // e4m3 bytes
+#else
+typedef unsigned short QElement;  // fp16 bits
+#endif
+
 // An enum rather than constexpr variables: NVRTC would emit those as unused .global symbols.
 enum : int {
   kThreads = NUM_WARPS * 32,
   kWarpRows = BLOCK_M / NUM_WARPS,
-  kMFrags = kWarpRows / 16,      // m16 tiles per warp
-  kNFrags = BLOCK_N / 8,         // n8 tiles of S per KV tile
-  kDFrags = HEAD_DIM / 8,        // n8 tiles of O
-  kChunksPerRow = HEAD_DIM / 8,  // 16-byte chunks per fp16 smem row
-  kFp8ChunksPerRow = HEAD_DIM / 16,  // 16-byte chunks per e4m3 row
-  kQTileBytes = BLOCK_M * HEAD_DIM * 2,
-  kQ8TileBytes = BLOCK_M * HEAD_DIM,  // Q_FP8: the e4m3 Q tile
+  kMFrags = kWarpRows / 16,              // m16 tiles per warp
+  kNFrags = BLOCK_N / 8,                 // n8 tiles of S per KV tile
+  kDFrags = HEAD_DIM / 8,                // n8 tiles of O
+  kChunksPerRow = HEAD_DIM / 8,          // 16-byte chunks per fp16 smem row
+  kFp8ChunksPerRow = HEAD_DIM / 16,      // 16-byte chunks per e4m3 row
+  kQTileBytes = BLOCK_M * HEAD_DIM * 2,  // fp16 Q; the staging area of the O tile
+  kQ8TileBytes = Q_FP8 ? BLOCK_M * HEAD_DIM : 0,
   kHalfTileBytes = BLOCK_N * HEAD_DIM * 2,  // one dequantized K or V tile
   kFp8TileBytes = BLOCK_N * HEAD_DIM,       // one e4m3 K or V tile of a stage
 };
@@ -172,28 +179,6 @@ __device__ __forceinline__ unsigned e4m3x2_to_half2(unsigned short pair) {
   return r;
 }
 
-// An fp16 pair (the first in the low half) as two floats.
-__device__ __forceinline__ void half2_to_floats(unsigned pair, float& lo, float& hi) {
-  asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}\n"
-      : "=f"(lo), "=f"(hi)
-      : "r"(pair));
-}
-
-// Four floats to four e4m3 bytes, the first in the low byte; out-of-range values saturate to
-// +-448. cvt's first source lands in the upper byte of each pair.
-__device__ __forceinline__ unsigned floats_to_e4m3x4(float a, float b, float c, float d) {
-  unsigned r;
-  asm("{\n.reg .b16 lo, hi;\ncvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
-      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\nmov.b32 %0, {lo, hi};\n}\n"
-      : "=r"(r)
-      : "f"(a), "f"(b), "f"(c), "f"(d));
-  return r;
-}
-
-__device__ __forceinline__ void st_shared_v2(unsigned addr, unsigned a, unsigned b) {
-  asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
-}
-
 __device__ __forceinline__ void st_shared_v4(unsigned addr, const unsigned (&v)[4]) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v[0]), "r"(v[1]),
                "r"(v[2]), "r"(v[3])
@@ -209,8 +194,8 @@ __device__ __forceinline__ unsigned swizzle(int r, int c) {
 }
 
 // Byte offset of 16-byte chunk c of row r in a [rows][HEAD_DIM] e4m3 tile. The chunk is XOR-ed
-// so that the 8 rows one ldmatrix 8x8 matrix reads land on 8 distinct bank groups: at D = 64 two
-// rows share a 128-byte line, so the row pair index does the XOR-ing.
+// so that the 8 rows one ldmatrix 8x8 matrix reads (QK_FP8_MMA) land on 8 distinct bank groups:
+// at D = 64 two rows share a 128-byte line, so the row pair index does the XOR-ing.
 __device__ __forceinline__ unsigned swizzle8(int r, int c) {
   const int x = HEAD_DIM == 64 ? (r >> 1) & 3 : r & 7;
   return static_cast<unsigned>(r * HEAD_DIM + ((c ^ x) << 4));
@@ -237,11 +222,13 @@ __device__ __forceinline__ void load_half_tile_async(unsigned smem_tile,
   }
 }
 
-// Copies BLOCK_N e4m3 rows into a swizzled tile; rows past num_rows become zeros (e4m3 0x00).
+// Copies rows [row0, row0 + ROWS) of a [num_rows][HEAD_DIM] e4m3 matrix into a swizzled tile;
+// rows past num_rows become zeros (e4m3 0x00).
+template <int ROWS>
 __device__ __forceinline__ void load_fp8_tile_async(unsigned smem_tile,
-                                                    const unsigned char* __restrict__ src,
-                                                    int row0, int num_rows, int tid) {
-  constexpr int kChunks = BLOCK_N * kFp8ChunksPerRow;
+                                                    const unsigned char* __restrict__ src, int row0,
+                                                    int num_rows, int tid) {
+  constexpr int kChunks = ROWS * kFp8ChunksPerRow;
 #pragma unroll
   for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
     const int idx = i * kThreads + tid;
@@ -256,10 +243,11 @@ __device__ __forceinline__ void load_fp8_tile_async(unsigned smem_tile,
   }
 }
 
-// Dequantizes one e4m3 tile of the stage into a swizzled fp16 tile: each 16-byte chunk of bytes
+// Dequantizes an e4m3 tile of ROWS rows into a swizzled fp16 tile: each 16-byte chunk of bytes
 // becomes two 16-byte chunks of halves.
+template <int ROWS>
 __device__ __forceinline__ void dequantize_tile(unsigned fp8_tile, unsigned half_tile, int tid) {
-  constexpr int kChunks = BLOCK_N * kFp8ChunksPerRow;
+  constexpr int kChunks = ROWS * kFp8ChunksPerRow;
 #pragma unroll
   for (int i = 0; i < (kChunks + kThreads - 1) / kThreads; ++i) {
     const int idx = i * kThreads + tid;
@@ -283,48 +271,6 @@ __device__ __forceinline__ void dequantize_tile(unsigned fp8_tile, unsigned half
   }
 }
 
-// Q_FP8: quantizes this warp's Q rows into the e4m3 tile. The four lanes of a quad share the
-// fragment rows g and g+8 of each m16 tile, so each quad quantizes those rows (a quarter of each
-// row per lane) and every lane ends up holding the dequantization scale of its own rows.
-__device__ __forceinline__ void quantize_q_rows(unsigned q_smem, unsigned q8_smem, int warp_row0,
-                                                int group, int quad,
-                                                float (&q_dequant)[kMFrags][2]) {
-  constexpr int kLaneChunks = kChunksPerRow / 4;  // fp16 chunks of a row per lane
-#pragma unroll
-  for (int mf = 0; mf < kMFrags; ++mf) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = warp_row0 + mf * 16 + group + h * 8;
-      float x[kLaneChunks][8];
-      float amax = 0.f;
-#pragma unroll
-      for (int i = 0; i < kLaneChunks; ++i) {
-        unsigned v[4];
-        ld_shared_v4(v, q_smem + swizzle(r, quad + 4 * i));
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          half2_to_floats(v[w], x[i][2 * w], x[i][2 * w + 1]);
-          amax = fmaxf(amax, fmaxf(fabsf(x[i][2 * w]), fabsf(x[i][2 * w + 1])));
-        }
-      }
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-      // A row of zeros (or a row past S_q, zero-filled) keeps scale 1.
-      const float scale = amax > 0.f ? 448.f / amax : 1.f;
-      q_dequant[mf][h] = amax > 0.f ? amax / 448.f : 1.f;
-#pragma unroll
-      for (int i = 0; i < kLaneChunks; ++i) {
-        const int c = quad + 4 * i;  // fp16 chunk: 8 elements, 8 bytes of e4m3
-        const unsigned lo = floats_to_e4m3x4(x[i][0] * scale, x[i][1] * scale, x[i][2] * scale,
-                                             x[i][3] * scale);
-        const unsigned hi = floats_to_e4m3x4(x[i][4] * scale, x[i][5] * scale, x[i][6] * scale,
-                                             x[i][7] * scale);
-        st_shared_v2(q8_smem + swizzle8(r, c >> 1) + (c & 1) * 8, lo, hi);
-      }
-    }
-  }
-}
-
 __device__ __forceinline__ int kv_tile_count(int m_tile, int S_q, int S_kv) {
   const int m_start = m_tile * BLOCK_M;
   // Causal (top-left): the last valid row of the m-tile sees keys [0, last_row].
@@ -333,14 +279,13 @@ __device__ __forceinline__ int kv_tile_count(int m_tile, int S_q, int S_kv) {
 }
 
 // One (batch * head, m-tile) work item: BLOCK_M query rows against all visible keys.
-__device__ __forceinline__ void attention_tile(const unsigned short* __restrict__ Q,
-                                               const unsigned char* __restrict__ K8,
-                                               const unsigned char* __restrict__ V8,
-                                               const float* __restrict__ K_scale,
-                                               const float* __restrict__ V_scale,
-                                               unsigned short* __restrict__ O, int bh, int m_tile,
-                                               int S_q, int S_kv, unsigned smem_base) {
-  const float k_scale = K_scale[bh];
+__device__ __forceinline__ void attention_tile(
+    const QElement* __restrict__ Q, const float* __restrict__ Q_scale,
+    const unsigned char* __restrict__ K8, const unsigned char* __restrict__ V8,
+    const float* __restrict__ K_scale, const float* __restrict__ V_scale,
+    unsigned short* __restrict__ O, int bh, int m_tile, int S_q, int S_kv, unsigned smem_base) {
+  // Scores as computed are (Q8 K8^T) or (Q K8^T); the factors of Q and K join the softmax scale.
+  const float k_scale = Q_FP8 ? Q_scale[bh] * K_scale[bh] : K_scale[bh];
   const float v_scale = V_scale[bh];
 #if FAST_EXP
   // exp(x k_scale / sqrt(D)) = exp2(x * log2(e) * k_scale / sqrt(D)).
@@ -354,16 +299,15 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   const int group = lane >> 2;  // mma fragment row within an 8-row half
   const int quad = lane & 3;    // mma fragment column pair
 
-  const unsigned short* q_head = Q + static_cast<long long>(bh) * S_q * HEAD_DIM;
+  const QElement* q_head = Q + static_cast<long long>(bh) * S_q * HEAD_DIM;
   const unsigned char* k_head = K8 + static_cast<long long>(bh) * S_kv * HEAD_DIM;
   const unsigned char* v_head = V8 + static_cast<long long>(bh) * S_kv * HEAD_DIM;
   unsigned short* o_head = O + static_cast<long long>(bh) * S_q * HEAD_DIM;
 
   const unsigned q_smem = smem_base;
-  // Q_FP8: the e4m3 Q tile takes the place of the dequantized K tile, which it does not need.
-  const unsigned q8_smem = q_smem + kQTileBytes;
-  const unsigned k_tile = q_smem + kQTileBytes;  // dequantized, read by ldmatrix
-  const unsigned v_tile = k_tile + (Q_FP8 ? kQ8TileBytes : kHalfTileBytes);
+  const unsigned q8_smem = q_smem + kQTileBytes;   // Q_FP8: Q as it is stored
+  const unsigned k_tile = q8_smem + kQ8TileBytes;  // dequantized, read by ldmatrix
+  const unsigned v_tile = k_tile + (QK_FP8_MMA ? 0 : kHalfTileBytes);
   const unsigned k8_smem = v_tile + kHalfTileBytes;  // STAGES e4m3 K tiles, then STAGES V tiles
   const unsigned v8_smem = k8_smem + STAGES * kFp8TileBytes;
 
@@ -382,8 +326,6 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   float acc[kMFrags][kDFrags][4];
   float row_max[kMFrags][2];
   float row_sum[kMFrags][2];
-  // The factor between a row's scores as computed and Q K^T: 1, or Q_FP8's dequantization scale.
-  float q_dequant[kMFrags][2];
 #pragma unroll
   for (int mf = 0; mf < kMFrags; ++mf) {
 #pragma unroll
@@ -395,28 +337,38 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
     for (int h = 0; h < 2; ++h) {
       row_max[mf][h] = neg_inf();
       row_sum[mf][h] = 0.f;
-      q_dequant[mf][h] = 1.f;
     }
   }
 
-  // Q rides in the first commit group; with STAGES >= 2, groups are committed even when empty so
-  // that wait_group STAGES-2 always means "tile j has landed".
+  // Q rides in the first commit group, or in a group of its own when it is dequantized before the
+  // loop; with STAGES >= 2, groups are committed even when empty so that wait_group STAGES-2
+  // always means "tile j has landed".
+  constexpr bool kDequantizeQ = Q_FP8 && !QK_FP8_MMA;
+#if Q_FP8
+  load_fp8_tile_async<BLOCK_M>(q8_smem, q_head, m_start, S_q, tid);
+#else
   load_half_tile_async<BLOCK_M>(q_smem, q_head, m_start, S_q, tid);
-  if constexpr (STAGES == 1) cp_async_commit();
+#endif
+  if constexpr (STAGES == 1 || kDequantizeQ) cp_async_commit();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < num_kv_tiles) {
-      load_fp8_tile_async(k8_smem + s * kFp8TileBytes, k_head, s * BLOCK_N, S_kv, tid);
-      load_fp8_tile_async(v8_smem + s * kFp8TileBytes, v_head, s * BLOCK_N, S_kv, tid);
+      load_fp8_tile_async<BLOCK_N>(k8_smem + s * kFp8TileBytes, k_head, s * BLOCK_N, S_kv, tid);
+      load_fp8_tile_async<BLOCK_N>(v8_smem + s * kFp8TileBytes, v_head, s * BLOCK_N, S_kv, tid);
     }
     cp_async_commit();
+  }
+  if constexpr (kDequantizeQ) {
+    cp_async_wait<STAGES - 1>();  // Q's group; the K/V prefetches stay in flight
+    __syncthreads();
+    dequantize_tile<BLOCK_M>(q8_smem, q_smem, tid);  // published by the loop's first barrier
   }
 
   for (int j = 0; j < num_kv_tiles; ++j) {
     const int stage = j % STAGES;
     if constexpr (STAGES == 1) {
-      load_fp8_tile_async(k8_smem, k_head, j * BLOCK_N, S_kv, tid);
-      load_fp8_tile_async(v8_smem, v_head, j * BLOCK_N, S_kv, tid);
+      load_fp8_tile_async<BLOCK_N>(k8_smem, k_head, j * BLOCK_N, S_kv, tid);
+      load_fp8_tile_async<BLOCK_N>(v8_smem, v_head, j * BLOCK_N, S_kv, tid);
       cp_async_commit();
       cp_async_wait<0>();
     } else {
@@ -430,19 +382,17 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
       const int jn = j + STAGES - 1;
       if (jn < num_kv_tiles) {
         const int write_stage = jn % STAGES;
-        load_fp8_tile_async(k8_smem + write_stage * kFp8TileBytes, k_head, jn * BLOCK_N, S_kv,
-                            tid);
-        load_fp8_tile_async(v8_smem + write_stage * kFp8TileBytes, v_head, jn * BLOCK_N, S_kv,
-                            tid);
+        load_fp8_tile_async<BLOCK_N>(k8_smem + write_stage * kFp8TileBytes, k_head, jn * BLOCK_N,
+                                     S_kv, tid);
+        load_fp8_tile_async<BLOCK_N>(v8_smem + write_stage * kFp8TileBytes, v_head, jn * BLOCK_N,
+                                     S_kv, tid);
       }
       cp_async_commit();
     }
-    if constexpr (!Q_FP8) dequantize_tile(k8_smem + stage * kFp8TileBytes, k_tile, tid);
-    dequantize_tile(v8_smem + stage * kFp8TileBytes, v_tile, tid);
-    if constexpr (Q_FP8) {
-      // Q has landed with tile 0; each warp reads back only the rows it quantized itself.
-      if (j == 0) quantize_q_rows(q_smem, q8_smem, warp_row0, group, quad, q_dequant);
+    if constexpr (!QK_FP8_MMA) {
+      dequantize_tile<BLOCK_N>(k8_smem + stage * kFp8TileBytes, k_tile, tid);
     }
+    dequantize_tile<BLOCK_N>(v8_smem + stage * kFp8TileBytes, v_tile, tid);
     __syncthreads();
 
     const int n_start = j * BLOCK_N;
@@ -458,15 +408,16 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
           for (int e = 0; e < 4; ++e) s[mf][nf][e] = 0.f;
         }
       }
-#if Q_FP8
+#if QK_FP8_MMA
+      // The ldmatrix fragments of 8x16-byte matrices are exactly the e4m3 A and B fragments of
+      // m16n8k32 (4 consecutive k per register), with the lane addressing of the fp16 path.
       const unsigned k8_stage = k8_smem + stage * kFp8TileBytes;
 #pragma unroll
       for (int kd = 0; kd < HEAD_DIM / 32; ++kd) {
         unsigned qa[kMFrags][4];
 #pragma unroll
         for (int mf = 0; mf < kMFrags; ++mf) {
-          ldmatrix_x4(qa[mf],
-                      q8_smem + swizzle8(warp_row0 + mf * 16 + qa_row, kd * 2 + qa_chunk));
+          ldmatrix_x4(qa[mf], q8_smem + swizzle8(warp_row0 + mf * 16 + qa_row, kd * 2 + qa_chunk));
         }
 #pragma unroll
         for (int np = 0; np < BLOCK_N / 16; ++np) {
@@ -533,12 +484,10 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
           // avoids (-inf) - (-inf) = NaN and still maps masked scores to exp(-inf) = 0.
           const float m_ref = mx == neg_inf() ? 0.f : mx;
 #if FAST_EXP
-          const float row_scale_log2 = scale_log2 * q_dequant[mf][h];
-          const float neg_m_scaled = -m_ref * row_scale_log2;
-          const float alpha = exp2_approx(fmaf(row_max[mf][h], row_scale_log2, neg_m_scaled));
+          const float neg_m_scaled = -m_ref * scale_log2;
+          const float alpha = exp2_approx(fmaf(row_max[mf][h], scale_log2, neg_m_scaled));
 #else
-          const float row_scale = scale * q_dequant[mf][h];
-          const float alpha = expf((row_max[mf][h] - m_ref) * row_scale);
+          const float alpha = expf((row_max[mf][h] - m_ref) * scale);
 #endif
           row_max[mf][h] = mx;
           float sum = 0.f;
@@ -547,9 +496,9 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
 #pragma unroll
             for (int e = 2 * h; e < 2 * h + 2; ++e) {
 #if FAST_EXP
-              const float p = exp2_approx(fmaf(s[mf][nf][e], row_scale_log2, neg_m_scaled));
+              const float p = exp2_approx(fmaf(s[mf][nf][e], scale_log2, neg_m_scaled));
 #else
-              const float p = expf((s[mf][nf][e] - m_ref) * row_scale);
+              const float p = expf((s[mf][nf][e] - m_ref) * scale);
 #endif
               s[mf][nf][e] = p;
               sum += p;
@@ -638,11 +587,19 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
 
 }  // namespace sdpa8
 
+// The signature follows the problem: an e4m3 Q comes with its per-head scale.
 extern "C" __global__ void __launch_bounds__(NUM_WARPS * 32)
-    sdpa_fp8_fwd(const unsigned short* __restrict__ Q, const unsigned char* __restrict__ K8,
-                 const unsigned char* __restrict__ V8, const float* __restrict__ K_scale,
-                 const float* __restrict__ V_scale, unsigned short* __restrict__ O, int B, int H,
-                 int S_q, int S_kv) {
+#if Q_FP8
+    sdpa_fp8_fwd(const unsigned char* __restrict__ Q, const float* __restrict__ Q_scale,
+#else
+    sdpa_fp8_fwd(const unsigned short* __restrict__ Q,
+#endif
+                 const unsigned char* __restrict__ K8, const unsigned char* __restrict__ V8,
+                 const float* __restrict__ K_scale, const float* __restrict__ V_scale,
+                 unsigned short* __restrict__ O, int B, int H, int S_q, int S_kv) {
+#if !Q_FP8
+  const float* Q_scale = nullptr;  // read only when Q is e4m3
+#endif
   extern __shared__ __align__(128) unsigned char smem[];
   const unsigned smem_base = sdpa8::smem_u32(smem);
   const int num_m_tiles = (S_q + BLOCK_M - 1) / BLOCK_M;
@@ -652,7 +609,7 @@ extern "C" __global__ void __launch_bounds__(NUM_WARPS * 32)
   for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
     // Last m-tiles first (the most keys under causal masking), heads fastest.
     const int m_tile = num_m_tiles - 1 - tile / num_bh;
-    sdpa8::attention_tile(Q, K8, V8, K_scale, V_scale, O, tile % num_bh, m_tile, S_q, S_kv,
+    sdpa8::attention_tile(Q, Q_scale, K8, V8, K_scale, V_scale, O, tile % num_bh, m_tile, S_q, S_kv,
                           smem_base);
     __syncthreads();  // the next tile's loads overwrite smem other warps may still read
   }
@@ -661,7 +618,7 @@ extern "C" __global__ void __launch_bounds__(NUM_WARPS * 32)
   const int m_tile =
       IS_CAUSAL ? num_m_tiles - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
   if (m_tile < 0 || m_tile >= num_m_tiles) return;
-  sdpa8::attention_tile(Q, K8, V8, K_scale, V_scale, O, blockIdx.z * H + blockIdx.y, m_tile, S_q,
-                        S_kv, smem_base);
+  sdpa8::attention_tile(Q, Q_scale, K8, V8, K_scale, V_scale, O, blockIdx.z * H + blockIdx.y,
+                        m_tile, S_q, S_kv, smem_base);
 #endif
 }
