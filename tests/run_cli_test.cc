@@ -323,5 +323,47 @@ TEST_CASE("evo export writes a cubin, its source and a launch description", "[cl
   CHECK(launch.contains("grid_bindings"));
 }
 
+TEST_CASE("evo export of an sdpa_fp8 candidate with an e4m3 Q lists the arguments it takes",
+          "[cli][nvrtc]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const KernelTemplate& fp8 = library.Find("sdpa_fp8");
+  int64_t candidate = 0;
+  {
+    PopulationStore store(db, PopulationStore::Access::kReadWrite);
+    RunSpec spec;
+    spec.template_name = "sdpa_fp8";
+    spec.template_hash = fp8.source_hash;
+    spec.problem = DefaultProblem(fp8.manifest);
+    spec.problem["Q_FP8"] = 1;
+    spec.arch = "sm_90";
+    spec.device = "NVIDIA H100 80GB HBM3";
+    spec.evaluator = "gpu";
+    spec.budget = 1;
+    const int64_t run = store.CreateRun(spec);
+    Proposal proposal;
+    proposal.genome = test::GenomeFromSettings(fp8.manifest, "QK_FP8_MMA=1");
+    proposal.operator_name = "default";
+    candidate = store.AddPending(run, 0, {{"config", proposal}}).at(0);
+  }
+  const auto out = dir.path() / "export";
+  const auto exported = RunEvo({"export", std::to_string(candidate), "--out", out.string(), "--db",
+                                db.string(), "--cache-dir", (dir.path() / "cache").string()},
+                               dir.path());
+  INFO(exported.err);
+  REQUIRE(exported.exit_code == 0);
+  CHECK(TryReadFile(out / "sdpa_fp8.cu")->find("#define Q_FP8 1") != std::string::npos);
+  const auto launch = nlohmann::json::parse(*TryReadFile(out / "launch.json"));
+  std::vector<std::string> params;
+  for (const auto& param : launch["params"]) {
+    params.push_back(param["name"].get<std::string>() + ":" + param["dtype"].get<std::string>());
+  }
+  CHECK(params == std::vector<std::string>{"Q:fp8e4m3", "Q_scale:f32", "K8:fp8e4m3", "V8:fp8e4m3",
+                                           "K_scale:f32", "V_scale:f32", "O:f16", "B:i32", "H:i32",
+                                           "S_q:i32", "S_kv:i32"});
+  CHECK(launch["params"][0]["bytes"] == 2 * 8 * 512 * 64);
+}
+
 }  // namespace
 }  // namespace evo
