@@ -18,6 +18,11 @@ import os
 import statistics
 import subprocess
 import sys
+import warnings
+
+# CuPy 14 deprecates ExternalStream; it is still the way to launch on PyTorch's current stream
+# (the capture stream inside torch.cuda.graph), and the warning would interleave with the table.
+warnings.filterwarnings("ignore", message="ExternalStream is deprecated")
 
 # The shapes of ../shared/anchors.md: (B, H, S, D, causal).
 ANCHOR_SHAPES = [
