@@ -76,7 +76,7 @@ std::string TemplateToText(const KernelTemplate& kernel_template) {
     text += fmt::format("    {:<18} {:<22} {}\n", knob.name,
                         Values(knob.values, knob.default_value), knob.doc);
   }
-  text += "  problem:\n";
+  text += "  problem (--shape B,H,S,D, --causal, --problem NAME=VALUE):\n";
   for (const ProblemParamSpec& param : manifest.problem) {
     const std::string domain =
         param.values.empty() ? fmt::format(">= {} (default {})", param.min, param.default_value)

@@ -15,6 +15,10 @@ TEST_CASE("evo templates lists the templates with knobs and domains", "[cli]") {
   CHECK(text.out.find("sdpa_fp16") != std::string::npos);
   CHECK(text.out.find("BLOCK_M            16 32 [64] 128 256") != std::string::npos);
   CHECK(text.out.find("warp_rows_multiple_of_16") != std::string::npos);
+  // How to set each problem parameter, Q_FP8 of sdpa_fp8 included.
+  CHECK(text.out.find("problem (--shape B,H,S,D, --causal, --problem NAME=VALUE):") !=
+        std::string::npos);
+  CHECK(text.out.find("Q_FP8              [0] 1") != std::string::npos);
 
   const auto json = RunEvo({"templates", "--json"}, dir.path());
   REQUIRE(json.exit_code == 0);
