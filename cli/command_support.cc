@@ -42,6 +42,17 @@ void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& pro
   }
 }
 
+Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, bool causal,
+                           const std::vector<std::string>& problem_settings) {
+  Problem problem = DefaultProblem(manifest);
+  if (!shape.empty()) ApplyShape(manifest, shape, problem);
+  if (causal) SetProblemParam(manifest, "CAUSAL", 1, problem);
+  for (const std::string& setting : problem_settings) {
+    ApplyProblemSetting(manifest, setting, problem);
+  }
+  return problem;
+}
+
 std::chrono::seconds ParseDuration(const std::string& text, const std::string& option) {
   std::string digits = text;
   int64_t unit = 1;

@@ -29,6 +29,11 @@ TemplateLibrary LoadLibrary(const GlobalOptions& global);
 // "B,H,S,D" or "B,H,S_q,S_kv,D" onto the template's problem parameters of those names.
 void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& problem);
 
+// The problem the command line describes: the template's defaults, then --shape (when given),
+// --causal and every --problem PARAM=VALUE.
+Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, bool causal,
+                           const std::vector<std::string>& problem_settings);
+
 // "90", "90s", "15m", "2h" as a duration; throws evo::Error for anything else.
 std::chrono::seconds ParseDuration(const std::string& text, const std::string& option);
 

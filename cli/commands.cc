@@ -113,15 +113,11 @@ class CompileSession {
       : library_(LoadLibrary(global)),
         kernel_template_(library_.Find(options.template_name)),
         genome_(DefaultGenome(kernel_template_.manifest)),
-        problem_(DefaultProblem(kernel_template_.manifest)) {
+        problem_(CommandLineProblem(kernel_template_.manifest, options.shape, options.causal,
+                                    options.problem_settings)) {
     const Manifest& manifest = kernel_template_.manifest;
     for (const std::string& setting : options.settings) {
       ApplyKnobSetting(manifest, setting, genome_);
-    }
-    if (!options.shape.empty()) ApplyShape(manifest, options.shape, problem_);
-    if (options.causal) SetProblemParam(manifest, "CAUSAL", 1, problem_);
-    for (const std::string& setting : options.problem_settings) {
-      ApplyProblemSetting(manifest, setting, problem_);
     }
     origin_ = ResolveArch(options, arch_);
     if (arch_.sm < manifest.min_sm) {

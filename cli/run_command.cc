@@ -68,13 +68,7 @@ void AddTaskOptions(CLI::App& app, TaskOptions& options, bool with_replay) {
 }
 
 Problem TaskProblem(const Manifest& manifest, const TaskOptions& options) {
-  Problem problem = DefaultProblem(manifest);
-  if (!options.shape.empty()) ApplyShape(manifest, options.shape, problem);
-  if (options.causal) SetProblemParam(manifest, "CAUSAL", 1, problem);
-  for (const std::string& setting : options.problem_settings) {
-    ApplyProblemSetting(manifest, setting, problem);
-  }
-  return problem;
+  return CommandLineProblem(manifest, options.shape, options.causal, options.problem_settings);
 }
 
 // An evaluator with everything it borrows.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <utility>
 
 #include "common/error.h"
 
@@ -49,25 +50,38 @@ Problem DefaultProblem(const Manifest& manifest) {
   return problem;
 }
 
-void ApplyKnobSetting(const Manifest& manifest, std::string_view setting, Genome& genome) {
+namespace {
+
+// "NAME=INTEGER" as typed on a command line; `what` ("setting") and `form` ("KNOB=VALUE") word
+// the error.
+std::pair<std::string_view, int64_t> ParseNamedInteger(std::string_view setting,
+                                                       std::string_view what,
+                                                       std::string_view form) {
   const size_t equals = setting.find('=');
   if (equals == std::string_view::npos || equals == 0 || equals + 1 == setting.size()) {
-    throw Error("malformed setting '" + std::string(setting) + "': expected KNOB=VALUE");
+    throw Error("malformed " + std::string(what) + " '" + std::string(setting) + "': expected " +
+                std::string(form));
   }
-  const std::string_view name = setting.substr(0, equals);
   const std::string_view text = setting.substr(equals + 1);
+  const std::optional<int64_t> value = ParseInteger(text);
+  if (!value) {
+    throw Error("malformed " + std::string(what) + " '" + std::string(setting) + "': '" +
+                std::string(text) + "' is not an integer");
+  }
+  return {setting.substr(0, equals), *value};
+}
+
+}  // namespace
+
+void ApplyKnobSetting(const Manifest& manifest, std::string_view setting, Genome& genome) {
+  const auto [name, value] = ParseNamedInteger(setting, "setting", "KNOB=VALUE");
   const KnobSpec* knob = manifest.FindKnob(name);
   if (knob == nullptr) {
     throw Error("template " + manifest.name + " has no knob '" + std::string(name) +
                 "' (knobs: " + KnobNames(manifest) + ")");
   }
-  const std::optional<int64_t> value = ParseInteger(text);
-  if (!value) {
-    throw Error("malformed setting '" + std::string(setting) + "': '" + std::string(text) +
-                "' is not an integer");
-  }
-  CheckKnobValue(manifest, *knob, *value);
-  genome[knob->name] = *value;
+  CheckKnobValue(manifest, *knob, value);
+  genome[knob->name] = value;
 }
 
 void SetProblemParam(const Manifest& manifest, std::string_view name, int64_t value,
@@ -89,13 +103,8 @@ void SetProblemParam(const Manifest& manifest, std::string_view name, int64_t va
 }
 
 void ApplyProblemSetting(const Manifest& manifest, std::string_view setting, Problem& problem) {
-  const size_t equals = setting.find('=');
-  const std::optional<int64_t> value =
-      equals == std::string_view::npos ? std::nullopt : ParseInteger(setting.substr(equals + 1));
-  if (equals == 0 || !value) {
-    throw Error("malformed problem setting '" + std::string(setting) + "': expected PARAM=INTEGER");
-  }
-  SetProblemParam(manifest, setting.substr(0, equals), *value, problem);
+  const auto [name, value] = ParseNamedInteger(setting, "problem setting", "PARAM=INTEGER");
+  SetProblemParam(manifest, name, value, problem);
 }
 
 void CheckGenome(const Manifest& manifest, const Genome& genome) {

@@ -147,6 +147,20 @@ unsigned GridFor(int64_t elements) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 4096));
 }
 
+// Launches a fill kernel of the signature (out, n, seed, extra...) over `elements` values.
+void LaunchFill(CUfunction fill, const DeviceBuffer& buffer, int64_t elements, uint64_t seed,
+                const std::vector<void*>& extra, const Stream& stream) {
+  CUdeviceptr pointer = buffer.get();
+  auto count = static_cast<unsigned long long>(elements);
+  unsigned long long seed_value = seed;
+  std::vector<void*> args = {&pointer, &count, &seed_value};
+  args.insert(args.end(), extra.begin(), extra.end());
+  LaunchShape shape;
+  shape.grid[0] = GridFor(elements);
+  shape.block[0] = kThreads;
+  Launch(fill, shape, stream, args);
+}
+
 void CheckDtype(const std::string& dtype, bool fp8_allowed = false) {
   if (dtype != "f16" && dtype != "f32" && !(fp8_allowed && dtype == "fp8e4m3")) {
     throw Error("the gates cannot yet generate or compare dtype " + dtype);
@@ -176,17 +190,10 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
 void DeviceKernels::FillNormal(const DeviceBuffer& buffer, const std::string& dtype,
                                int64_t elements, uint64_t seed, const Stream& stream) const {
   CheckDtype(dtype, true);
-  CUdeviceptr pointer = buffer.get();
-  auto count = static_cast<unsigned long long>(elements);
-  unsigned long long seed_value = seed;
-  std::vector<void*> args = {&pointer, &count, &seed_value};
-  LaunchShape shape;
-  shape.grid[0] = GridFor(elements);
-  shape.block[0] = kThreads;
   const CUfunction fill = dtype == "f16"   ? fill_normal_f16_
                           : dtype == "f32" ? fill_normal_f32_
                                            : fill_normal_fp8e4m3_;
-  Launch(fill, shape, stream, args);
+  LaunchFill(fill, buffer, elements, seed, {}, stream);
 }
 
 void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed,
@@ -198,16 +205,9 @@ void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed,
   if (tensor.dtype != "f32") {
     throw Error("input " + tensor.name + ": a uniform fill needs dtype f32, not " + tensor.dtype);
   }
-  CUdeviceptr pointer = tensor.buffer.get();
-  auto count = static_cast<unsigned long long>(tensor.elements);
-  unsigned long long seed_value = seed;
   auto lo = static_cast<float>(tensor.uniform->first);
   auto hi = static_cast<float>(tensor.uniform->second);
-  std::vector<void*> args = {&pointer, &count, &seed_value, &lo, &hi};
-  LaunchShape shape;
-  shape.grid[0] = GridFor(tensor.elements);
-  shape.block[0] = kThreads;
-  Launch(fill_uniform_f32_, shape, stream, args);
+  LaunchFill(fill_uniform_f32_, tensor.buffer, tensor.elements, seed, {&lo, &hi}, stream);
 }
 
 void DeviceKernels::PoisonWithNaN(const DeviceBuffer& buffer, const std::string& dtype,

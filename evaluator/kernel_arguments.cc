@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "common/error.h"
 
@@ -17,12 +18,11 @@ int64_t DtypeBytes(const std::string& dtype) {
 
 KernelArguments::KernelArguments(const KernelSpec& spec, const Bindings& bindings,
                                  const KernelArguments* share_inputs_with) {
+  std::set<std::string> present;  // alternatives of one name must exclude each other
   for (const KernelArgSpec& arg : spec.args) {
     if (!arg.PresentFor(bindings)) continue;
-    for (const auto& tensor : tensors_) {
-      if (tensor && tensor->name == arg.name) {
-        throw Error("two arguments named " + arg.name + " apply to one problem");
-      }
+    if (!present.insert(arg.name).second) {
+      throw Error("two arguments named " + arg.name + " apply to one problem");
     }
     if (arg.kind == KernelArgSpec::Kind::kScalar) {
       const int64_t value = arg.value->Evaluate(bindings);

@@ -14,19 +14,6 @@
 namespace evo {
 namespace {
 
-Problem SdpaProblem(const Manifest& manifest, int64_t b, int64_t h, int64_t s_q, int64_t s_kv,
-                    int64_t d, int64_t causal) {
-  Problem problem = DefaultProblem(manifest);
-  problem["B"] = b;
-  problem["H"] = h;
-  problem["S_q"] = s_q;
-  problem["S_kv"] = s_kv;
-  problem["D"] = d;
-  problem["CAUSAL"] = causal;
-  CheckProblem(manifest, problem);
-  return problem;
-}
-
 TEST_CASE("every broken sdpa variant applies to the real template and still compiles", "[nvrtc]") {
   for (const test::SdpaBreakage& breakage : test::SdpaBreakages()) {
     INFO(breakage.name);
@@ -61,7 +48,7 @@ TEST_CASE("the FP32 reference kernel agrees with float64 attention", "[gpu]") {
     for (int64_t causal : {0, 1}) {
       for (auto [s_q, s_kv] : {std::pair<int64_t, int64_t>{67, 45}, {1, 300}, {130, 130}}) {
         INFO("D=" << d << " causal=" << causal << " S_q=" << s_q << " S_kv=" << s_kv);
-        const Problem problem = SdpaProblem(manifest, 2, 3, s_q, s_kv, d, causal);
+        const Problem problem = test::AttentionProblem(manifest, 2, 3, s_q, s_kv, d, causal);
         const CompileResult compiled =
             compiler.Compile({InstantiateSource(sdpa, manifest.reference, nullptr, problem),
                               manifest.reference.source_path,
@@ -114,7 +101,8 @@ TEST_CASE("the correctness gate rejects broken sdpa kernels and passes the real 
   const TemplateLibrary good_library = TemplateLibrary::Load({});
   const KernelTemplate& good = good_library.Find("sdpa_fp16");
   auto evaluate = [&](const KernelTemplate& kernel_template, int64_t causal) {
-    const Problem problem = SdpaProblem(kernel_template.manifest, 2, 4, 512, 512, 64, causal);
+    const Problem problem =
+        test::AttentionProblem(kernel_template.manifest, 2, 4, 512, 512, 64, causal);
     const Genome genome = DefaultGenome(kernel_template.manifest);
     const CompileOutcome compiled =
         RunCompileGate(kernel_template, genome, problem, gates.device().arch_info(), compiler, {});
@@ -153,7 +141,7 @@ TEST_CASE("the performance gate times the real kernel and rechecks its output", 
   GpuGates gates(0, compiler);
   const TemplateLibrary library = TemplateLibrary::Load({});
   const KernelTemplate& sdpa = library.Find("sdpa_fp16");
-  const Problem problem = SdpaProblem(sdpa.manifest, 2, 8, 512, 512, 64, 0);
+  const Problem problem = test::AttentionProblem(sdpa.manifest, 2, 8, 512, 512, 64, 0);
   const Genome genome = DefaultGenome(sdpa.manifest);
   const CompileOutcome compiled =
       RunCompileGate(sdpa, genome, problem, gates.device().arch_info(), compiler, {});

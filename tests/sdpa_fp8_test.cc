@@ -19,14 +19,8 @@ namespace {
 
 Problem Fp8Problem(const Manifest& manifest, int64_t b, int64_t h, int64_t s, int64_t d,
                    int64_t causal, int64_t q_fp8 = 0) {
-  Problem problem = DefaultProblem(manifest);
-  problem["B"] = b;
-  problem["H"] = h;
-  problem["S_q"] = s;
-  problem["S_kv"] = s;
-  problem["D"] = d;
-  problem["CAUSAL"] = causal;
-  problem["Q_FP8"] = q_fp8;
+  Problem problem = test::AttentionProblem(manifest, b, h, s, s, d, causal);
+  SetProblemParam(manifest, "Q_FP8", q_fp8, problem);
   return problem;
 }
 

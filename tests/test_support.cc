@@ -38,6 +38,19 @@ Genome GenomeFromSettings(const Manifest& manifest, const std::string& settings)
   return genome;
 }
 
+Problem AttentionProblem(const Manifest& manifest, int64_t b, int64_t h, int64_t s_q, int64_t s_kv,
+                         int64_t d, int64_t causal) {
+  Problem problem = DefaultProblem(manifest);
+  problem["B"] = b;
+  problem["H"] = h;
+  problem["S_q"] = s_q;
+  problem["S_kv"] = s_kv;
+  problem["D"] = d;
+  problem["CAUSAL"] = causal;
+  CheckProblem(manifest, problem);
+  return problem;
+}
+
 std::filesystem::path EvoBinary() {
   return std::filesystem::read_symlink("/proc/self/exe").parent_path() / "evo";
 }

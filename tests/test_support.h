@@ -11,6 +11,10 @@ namespace evo::test {
 // The template's defaults with space-separated "KNOB=VALUE" settings applied.
 Genome GenomeFromSettings(const Manifest& manifest, const std::string& settings);
 
+// An attention template's defaults with these sizes, checked against its problem domains.
+Problem AttentionProblem(const Manifest& manifest, int64_t b, int64_t h, int64_t s_q, int64_t s_kv,
+                         int64_t d, int64_t causal);
+
 // A fresh folder under the system's temporary folder, removed with everything in it.
 class TempDir {
  public:
