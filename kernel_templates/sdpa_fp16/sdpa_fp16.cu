@@ -461,11 +461,21 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
       for (int mf = 0; mf < kMFrags; ++mf) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float mx = row_max[mf][h];
+          // Pairwise trees, not a running max or sum: a serial chain of 2 * kNFrags dependent
+          // FMNMX / FADD stalls the warp on each result (ncu: fixed-latency waits dominated).
+          float tree[kNFrags];
 #pragma unroll
           for (int nf = 0; nf < kNFrags; ++nf) {
-            mx = fmaxf(mx, fmaxf(s[mf][nf][2 * h], s[mf][nf][2 * h + 1]));
+            tree[nf] = fmaxf(s[mf][nf][2 * h], s[mf][nf][2 * h + 1]);
           }
+#pragma unroll
+          for (int stride = 1; stride < kNFrags; stride *= 2) {
+#pragma unroll
+            for (int nf = 0; nf + stride < kNFrags; nf += 2 * stride) {
+              tree[nf] = fmaxf(tree[nf], tree[nf + stride]);
+            }
+          }
+          float mx = fmaxf(row_max[mf][h], tree[0]);
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
           // A row with every score so far masked keeps max = -inf; using 0 as the reference
@@ -482,7 +492,6 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
           max_moved |= mx != row_max[mf][h];
 #endif
           row_max[mf][h] = mx;
-          float sum = 0.f;
 #pragma unroll
           for (int nf = 0; nf < kNFrags; ++nf) {
             float p[2];
@@ -493,8 +502,8 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
 #else
               p[i] = expf((s[mf][nf][2 * h + i] - m_ref) * kScale);
 #endif
-              sum += p[i];
             }
+            tree[nf] = p[0] + p[1];
 #if LAZY_RESCALE
             p_frag[mf][nf / 2][(nf & 1) * 2 + h] = pack_half2(p[0], p[1]);
 #else
@@ -502,7 +511,14 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
             s[mf][nf][2 * h + 1] = p[1];
 #endif
           }
-          row_sum[mf][h] = row_sum[mf][h] * row_alpha + sum;
+#pragma unroll
+          for (int stride = 1; stride < kNFrags; stride *= 2) {
+#pragma unroll
+            for (int nf = 0; nf + stride < kNFrags; nf += 2 * stride) {
+              tree[nf] += tree[nf + stride];
+            }
+          }
+          row_sum[mf][h] = row_sum[mf][h] * row_alpha + tree[0];
 #if !LAZY_RESCALE
 #pragma unroll
           for (int df = 0; df < kDFrags; ++df) {
