@@ -104,6 +104,7 @@ Json CompileReportToJson(const CompileReport& report) {
       {"knobs", report.genome},
       {"problem", report.problem},
       {"arch", report.arch.name},
+      {"target", outcome.target.empty() ? Json(nullptr) : Json(outcome.target)},
       {"device", report.arch.device.empty() ? Json(nullptr) : Json(report.arch.device)},
       {"status", ToString(outcome.status)},
       {"reason", outcome.reason},
@@ -148,9 +149,12 @@ std::string CompileReportToText(const CompileReport& report) {
                                report.kernel_template.source_hash.substr(0, 12)));
   line("knobs", FormatGenome(manifest, report.genome));
   line("problem", FormatProblem(manifest, report.problem));
-  line("arch", report.arch.device.empty()
-                   ? report.arch.name + " (given)"
-                   : report.arch.name + " (detected: " + report.arch.device + ")");
+  line("arch",
+       (report.arch.device.empty() ? report.arch.name + " (given)"
+                                   : report.arch.name + " (detected: " + report.arch.device + ")") +
+           (outcome.target.empty() || outcome.target == report.arch.name
+                ? ""
+                : ", compiled for " + outcome.target));
   line("status", std::string(ToString(outcome.status)) +
                      (outcome.reason.empty() ? "" : ": " + outcome.reason));
   if (outcome.violation && !outcome.violation->doc.empty()) {

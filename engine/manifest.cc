@@ -335,14 +335,18 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
                 "the template's version");
   }
   reader.CheckKeys(root, "manifest",
-                   {"name", "version", "description", "min_sm", "knobs", "problem", "derived",
-                    "constraints", "kernel", "reference", "correctness", "flops"});
+                   {"name", "version", "description", "min_sm", "arch_specific", "knobs", "problem",
+                    "derived", "constraints", "kernel", "reference", "correctness", "flops"});
   Manifest manifest;
   manifest.name = reader.Identifier(root, "manifest", "name");
   manifest.version = static_cast<int>(reader.Integer(root, "manifest", "version"));
   if (manifest.version < 1) reader.Fail("version", "expected a positive integer");
   manifest.description = reader.String(root, "manifest", "description", false);
   manifest.min_sm = static_cast<int>(reader.Integer(root, "manifest", "min_sm"));
+  if (root.contains("arch_specific")) {
+    if (!root["arch_specific"].is_boolean()) reader.Fail("arch_specific", "expected true or false");
+    manifest.arch_specific = root["arch_specific"].get<bool>();
+  }
   manifest.knobs = ReadKnobs(reader, root);
   manifest.problem = ReadProblem(reader, root);
 

@@ -111,6 +111,9 @@ struct Manifest {
   int version = 0;
   std::string description;
   int min_sm = 0;
+  // Compiled for the arch-specific target ("sm_90a"): the kernel uses instructions (wgmma) that
+  // exist on that arch only.
+  bool arch_specific = false;
   std::vector<KnobSpec> knobs;
   std::vector<ProblemParamSpec> problem;
   std::vector<DerivedSpec> derived;

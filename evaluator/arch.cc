@@ -36,6 +36,11 @@ std::vector<std::string> KnownArchNames() {
   return names;
 }
 
+const ArchInfo& CompileTarget(const ArchInfo& arch, bool arch_specific) {
+  if (!arch_specific || arch.name.ends_with('a')) return ArchByName(arch.name);
+  return ArchByName(arch.name + "a");
+}
+
 std::string ArchNameForComputeCapability(int major, int minor) {
   return "sm_" + std::to_string(major * 10 + minor);
 }

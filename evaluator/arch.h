@@ -24,4 +24,9 @@ std::vector<std::string> KnownArchNames();
 // "sm_" + major*10+minor, as NVRTC spells it.
 std::string ArchNameForComputeCapability(int major, int minor);
 
+// The target a template is compiled for on this arch: the arch itself, or for a template that
+// uses arch-specific instructions (wgmma needs sm_90a) its "a" variant. Throws evo::Error when
+// evo knows no such variant.
+const ArchInfo& CompileTarget(const ArchInfo& arch, bool arch_specific);
+
 }  // namespace evo

@@ -30,7 +30,9 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
   }
   outcome.dynamic_smem = manifest.kernel.dynamic_smem.Evaluate(bindings);
   outcome.source = InstantiateSource(kernel_template, manifest.kernel, &genome, problem);
-  outcome.compiled = compiler.Compile({outcome.source, manifest.kernel.source_path, arch.name, {}});
+  outcome.target = CompileTarget(arch, manifest.arch_specific).name;
+  outcome.compiled =
+      compiler.Compile({outcome.source, manifest.kernel.source_path, outcome.target, {}});
 
   const CompileResult& compiled = outcome.compiled;
   if (!compiled.ok) {

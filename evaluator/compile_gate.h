@@ -22,6 +22,7 @@ struct CompileOutcome {
   std::string reason;
   std::optional<ConstraintViolation> violation;
   std::string source;  // the instantiated source (empty when a constraint rejected it)
+  std::string target;  // what NVRTC compiled for: the arch, or its "a" variant
   CompileResult compiled;
   std::optional<KernelResources> resources;  // the entry function's
   int64_t threads_per_block = 0;
