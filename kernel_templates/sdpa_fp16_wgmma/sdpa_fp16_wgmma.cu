@@ -375,6 +375,9 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   for (int j = 0; j < num_kv_tiles; ++j) {
     const int stage = j % STAGES;
     if constexpr (STAGES == 1) {
+      // The one K/V buffer is overwritten here: every warp must have finished tile j-1's wgmmas
+      // first (a warpgroup can run a whole tile ahead of another otherwise).
+      if (j > 0) __syncthreads();
       load_tile_async<BLOCK_N>(k_smem, k_head, j * BLOCK_N, S_kv, tid);
       load_tile_async<BLOCK_N>(v_smem, v_head, j * BLOCK_N, S_kv, tid);
       cp_async_commit();
