@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Evidence that every knob of a template (sdpa_fp16 or sdpa_fp8) changes the machine code:
-# compiles a base configuration and one variant per knob value, and counts SASS instructions of the
-# kinds the knobs are about (tensor-core HMMA / QMMA, LDSM = ldmatrix, LDGSTS = cp.async, MUFU.EX2
-# = exp2, BAR = __syncthreads, SYNCS = mbarrier, VOTE = warp vote, F2FP = packing conversions such
-# as e4m3 -> fp16). Needs cuobjdump (CUDA toolkit; the H100 machine has it).
+# Evidence that every knob of a template (sdpa_fp16, sdpa_fp8 or sdpa_fp16_wgmma) changes the
+# machine code: compiles a base configuration and one variant per knob value, and counts SASS
+# instructions of the kinds the knobs are about (tensor-core HMMA / HGMMA = wgmma / QMMA, LDSM =
+# ldmatrix, LDGSTS = cp.async, MUFU.EX2 = exp2, BAR = __syncthreads, SYNCS = mbarrier, VOTE = warp
+# vote, F2FP = packing conversions such as e4m3 -> fp16). Needs cuobjdump (CUDA toolkit; the H100
+# machine has it).
 #   scripts/sass-knobs.sh [EVO] [B,H,S,D] [--causal]
-# TEMPLATE=sdpa_fp8 for the fp8 template; PROBLEM="Q_FP8=1" for other problem parameters.
+# TEMPLATE=sdpa_fp8 or TEMPLATE=sdpa_fp16_wgmma for the others; PROBLEM="Q_FP8=1" for other
+# problem parameters.
 set -euo pipefail
 evo=${1:-./build/evo}
 shape=${2:-2,8,2048,64}
@@ -18,30 +20,26 @@ cuobjdump=$(command -v cuobjdump || echo /usr/local/cuda/bin/cuobjdump)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+common=("BLOCK_M=128 NUM_WARPS=8" "BLOCK_N=32" "BLOCK_N=128" "NUM_WARPS=2" "STAGES=1" "STAGES=3"
+  "FAST_EXP=0")
 case "$template" in
   sdpa_fp16)
     base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 WARP_SPECIALIZED=0 PERSISTENT=0 LAZY_RESCALE=0"
-    extra=("WARP_SPECIALIZED=1" "PERSISTENT=1" "LAZY_RESCALE=1")
+    variants=("" "${common[@]}" "WARP_SPECIALIZED=1" "PERSISTENT=1" "LAZY_RESCALE=1")
     ;;
   sdpa_fp8)
     base="BLOCK_M=64 BLOCK_N=64 NUM_WARPS=4 STAGES=2 FAST_EXP=1 PERSISTENT=0 QK_FP8_MMA=0"
-    extra=("PERSISTENT=1" "QK_FP8_MMA=1")
+    variants=("" "${common[@]}" "PERSISTENT=1" "QK_FP8_MMA=1")
+    ;;
+  sdpa_fp16_wgmma)
+    # Compiled for sm_90a (the manifest is arch_specific); wgmma shows up as HGMMA.
+    base="NUM_WG=1 BLOCK_N=128 STAGES=2 FAST_EXP=1"
+    variants=("" "NUM_WG=2" "BLOCK_N=64" "STAGES=1" "STAGES=3" "STAGES=4" "FAST_EXP=0")
     ;;
   *) echo "sass-knobs: no knob list for template '$template'" >&2; exit 2 ;;
 esac
-variants=(
-  ""
-  "BLOCK_M=128 NUM_WARPS=8"
-  "BLOCK_N=32"
-  "BLOCK_N=128"
-  "NUM_WARPS=2"
-  "STAGES=1"
-  "STAGES=3"
-  "FAST_EXP=0"
-  "${extra[@]}"
-)
-printf "%-26s %5s %6s %5s %6s %6s %8s %5s %5s %5s %5s %6s  %s\n" "change from base" "regs" "HMMA" \
-  "QMMA" "LDSM" "LDGSTS" "MUFU.EX2" "BAR" "SYNCS" "VOTE" "F2FP" "total" "status"
+printf "%-26s %5s %6s %6s %5s %6s %6s %8s %5s %5s %5s %5s %6s  %s\n" "change from base" "regs" \
+  "HMMA" "HGMMA" "QMMA" "LDSM" "LDGSTS" "MUFU.EX2" "BAR" "SYNCS" "VOTE" "F2FP" "total" "status"
 for variant in "${variants[@]}"; do
   settings="$base"
   for kv in $variant; do
@@ -55,6 +53,8 @@ for variant in "${variants[@]}"; do
     --shape "$shape" $causal "${problem[@]}" \
     "${args[@]}" --cubin "$cubin" 2>&1 || true)
   status=$(echo "$report" | awk '/^status/ {$1=""; print substr($0, 2); exit}')
+  # A configuration refused before compiling (a violated constraint) has no status line.
+  [ -n "$status" ] || status=$(echo "$report" | tail -n 1)
   if [ ! -s "$cubin" ]; then
     printf "%-26s %s\n" "${variant:-base}" "$status"
     continue
@@ -63,8 +63,9 @@ for variant in "${variants[@]}"; do
   sass=$("$cuobjdump" -sass "$cubin" | grep -oE '^\s+/\*[0-9a-f]{4}\*/\s+[^;]+' |
     sed -E 's/^\s+\/\*[0-9a-f]+\*\/\s+(@!?U?P[0-9T] )?//')
   count() { echo "$sass" | grep -cE "^$1" || true; }
-  printf "%-26s %5s %6s %5s %6s %6s %8s %5s %5s %5s %5s %6s  %s\n" "${variant:-base}" "$regs" \
-    "$(count HMMA)" "$(count QMMA)" "$(count LDSM)" "$(count LDGSTS)" "$(count 'MUFU\.EX2')" \
+  printf "%-26s %5s %6s %6s %5s %6s %6s %8s %5s %5s %5s %5s %6s  %s\n" "${variant:-base}" \
+    "$regs" "$(count HMMA)" "$(count HGMMA)" "$(count QMMA)" "$(count LDSM)" "$(count LDGSTS)" \
+    "$(count 'MUFU\.EX2')" \
     "$(count BAR)" "$(count SYNCS)" "$(count VOTE)" "$(count F2FP)" "$(echo "$sass" | wc -l)" \
     "$status"
 done
