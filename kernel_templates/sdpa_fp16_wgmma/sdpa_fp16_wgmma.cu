@@ -9,7 +9,7 @@
 // to fp16, the m16n8k16 A fragment of each warp) and V from shared memory read transposed
 // (MN-major). No ldmatrix: the tensor cores read the operands themselves. K and V travel
 // through a cp.async pipeline STAGES deep; the online softmax is sdpa_fp16's. The layouts and
-// descriptor fields were established on an H100 by scripts/probes (wip/wgmma).
+// descriptor fields were established on an H100 by scripts/probes.
 //
 // Knobs (NUM_WG, BLOCK_N, STAGES, FAST_EXP) and problem defines (HEAD_DIM, IS_CAUSAL) are
 // prepended by evo. NVRTC-clean: no #include. Needs sm_90a.
