@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "evaluator/compile_cache.h"
+#include "evaluator/compile_gate.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/gpu_gates.h"
 #include "evaluator/gpu_verdict_json.h"
@@ -120,10 +121,7 @@ class CompileSession {
       ApplyKnobSetting(manifest, setting, genome_);
     }
     origin_ = ResolveArch(options, arch_);
-    if (arch_.sm < manifest.min_sm) {
-      throw Error("template " + manifest.name + " needs sm_" + std::to_string(manifest.min_sm) +
-                  " or newer, not " + arch_.name);
-    }
+    RequireSupportedArch(manifest, arch_);
     if (!options.no_cache) {
       cache_ = std::make_unique<CompileCache>(options.cache_dir);
       caching_ = std::make_unique<CachingCompiler>(nvrtc_, *cache_);

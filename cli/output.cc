@@ -58,6 +58,8 @@ Json TemplateToJson(const KernelTemplate& kernel_template) {
           {"origin", kernel_template.origin},
           {"source_hash", kernel_template.source_hash},
           {"min_sm", manifest.min_sm},
+          {"max_sm", manifest.max_sm},
+          {"arch_specific", manifest.arch_specific},
           {"knobs", knobs},
           {"problem", problem},
           {"constraints", constraints},
@@ -67,9 +69,16 @@ Json TemplateToJson(const KernelTemplate& kernel_template) {
 
 std::string TemplateToText(const KernelTemplate& kernel_template) {
   const Manifest& manifest = kernel_template.manifest;
-  std::string text = fmt::format("{}  v{}  {}  sm_{}+  source {}\n", manifest.name,
-                                 manifest.version, kernel_template.origin, manifest.min_sm,
-                                 kernel_template.source_hash.substr(0, 12));
+  std::string arches = fmt::format("sm_{}", manifest.min_sm);
+  if (manifest.max_sm == 0) {
+    arches += "+";
+  } else if (manifest.max_sm != manifest.min_sm) {
+    arches += fmt::format("..sm_{}", manifest.max_sm);
+  }
+  if (manifest.arch_specific) arches += " (compiled for the \"a\" variant)";
+  std::string text =
+      fmt::format("{}  v{}  {}  {}  source {}\n", manifest.name, manifest.version,
+                  kernel_template.origin, arches, kernel_template.source_hash.substr(0, 12));
   if (!manifest.description.empty()) text += "  " + manifest.description + "\n";
   text += "  knobs ([default]):\n";
   for (const KnobSpec& knob : manifest.knobs) {

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "engine/search.h"
 #include "evaluator/compile_cache.h"
+#include "evaluator/compile_gate.h"
 #include "evaluator/gpu_pipeline.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "evaluator/recording.h"
@@ -100,11 +101,7 @@ std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
   }
   const DeviceInfo& device = devices[static_cast<size_t>(options.gpu)];
   setup->arch = device.arch_info();
-  if (setup->arch.sm < kernel_template.manifest.min_sm) {
-    throw Error("template " + kernel_template.manifest.name + " needs sm_" +
-                std::to_string(kernel_template.manifest.min_sm) + " or newer, not " +
-                setup->arch.name);
-  }
+  RequireSupportedArch(kernel_template.manifest, setup->arch);
   Compiler* compiler = &setup->nvrtc;
   GpuPipelineOptions pipeline;
   pipeline.compile_jobs = options.jobs;

@@ -334,15 +334,20 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
                 "starting points belong in the template folder's starting_points.json, outside "
                 "the template's version");
   }
-  reader.CheckKeys(root, "manifest",
-                   {"name", "version", "description", "min_sm", "arch_specific", "knobs", "problem",
-                    "derived", "constraints", "kernel", "reference", "correctness", "flops"});
+  reader.CheckKeys(
+      root, "manifest",
+      {"name", "version", "description", "min_sm", "max_sm", "arch_specific", "knobs", "problem",
+       "derived", "constraints", "kernel", "reference", "correctness", "flops"});
   Manifest manifest;
   manifest.name = reader.Identifier(root, "manifest", "name");
   manifest.version = static_cast<int>(reader.Integer(root, "manifest", "version"));
   if (manifest.version < 1) reader.Fail("version", "expected a positive integer");
   manifest.description = reader.String(root, "manifest", "description", false);
   manifest.min_sm = static_cast<int>(reader.Integer(root, "manifest", "min_sm"));
+  if (root.contains("max_sm")) {
+    manifest.max_sm = static_cast<int>(reader.Integer(root, "manifest", "max_sm"));
+    if (manifest.max_sm < manifest.min_sm) reader.Fail("max_sm", "expected at least min_sm");
+  }
   if (root.contains("arch_specific")) {
     if (!root["arch_specific"].is_boolean()) reader.Fail("arch_specific", "expected true or false");
     manifest.arch_specific = root["arch_specific"].get<bool>();

@@ -111,6 +111,8 @@ struct Manifest {
   int version = 0;
   std::string description;
   int min_sm = 0;
+  // 0: no upper bound. Arch-specific instructions end with their arch (sm_100 has no wgmma).
+  int max_sm = 0;
   // Compiled for the arch-specific target ("sm_90a"): the kernel uses instructions (wgmma) that
   // exist on that arch only.
   bool arch_specific = false;

@@ -1,6 +1,9 @@
 #include "evaluator/compile_gate.h"
 
 #include <algorithm>
+#include <string>
+
+#include "common/error.h"
 
 namespace evo {
 
@@ -10,6 +13,19 @@ int64_t RegistersPerBlock(int registers_per_thread, int64_t threads_per_block) {
   const int64_t per_warp =
       (registers_per_thread * kWarpSize + kAllocationUnit - 1) / kAllocationUnit * kAllocationUnit;
   return per_warp * ((threads_per_block + kWarpSize - 1) / kWarpSize);
+}
+
+void RequireSupportedArch(const Manifest& manifest, const ArchInfo& arch) {
+  const bool too_new = manifest.max_sm > 0 && arch.sm > manifest.max_sm;
+  if (arch.sm < manifest.min_sm || too_new) {
+    const std::string supported =
+        manifest.max_sm == 0 ? "sm_" + std::to_string(manifest.min_sm) + " or newer"
+        : manifest.max_sm == manifest.min_sm
+            ? "sm_" + std::to_string(manifest.min_sm)
+            : "sm_" + std::to_string(manifest.min_sm) + " to sm_" + std::to_string(manifest.max_sm);
+    throw Error("template " + manifest.name + " needs " + supported + ", not " + arch.name);
+  }
+  CompileTarget(arch, manifest.arch_specific);  // throws when evo knows no "a" variant
 }
 
 CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genome& genome,

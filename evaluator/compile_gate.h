@@ -33,6 +33,10 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
                               const Problem& problem, const ArchInfo& arch, Compiler& compiler,
                               const CompileGateOptions& options);
 
+// Throws evo::Error, naming the arches the template supports, when it cannot run on `arch`
+// (below min_sm, above max_sm, or arch-specific without a known "a" variant of `arch`).
+void RequireSupportedArch(const Manifest& manifest, const ArchInfo& arch);
+
 // Registers a block needs: the hardware hands them out per warp, in units of 256.
 int64_t RegistersPerBlock(int registers_per_thread, int64_t threads_per_block);
 

@@ -35,7 +35,23 @@ TEST_CASE("an arch-specific template compiles for the arch's \"a\" variant", "[m
   const Manifest& manifest = library.Find("sdpa_fp16_wgmma").manifest;
   CHECK(manifest.arch_specific);
   CHECK(manifest.min_sm == 90);
+  CHECK(manifest.max_sm == 90);
   CHECK_FALSE(library.Find("sdpa_fp16").manifest.arch_specific);
+  CHECK_NOTHROW(RequireSupportedArch(manifest, ArchByName("sm_90")));
+  CHECK_NOTHROW(RequireSupportedArch(manifest, ArchByName("sm_90a")));
+  CHECK_THROWS_WITH(RequireSupportedArch(manifest, ArchByName("sm_89")),
+                    Catch::Contains("needs sm_90, not sm_89"));
+  CHECK_THROWS_WITH(RequireSupportedArch(manifest, ArchByName("sm_100")),
+                    Catch::Contains("needs sm_90, not sm_100"));
+  // Arch-specific without an upper bound: evo must know the "a" variant to compile at all.
+  Manifest unbounded = manifest;
+  unbounded.max_sm = 0;
+  CHECK_THROWS_WITH(RequireSupportedArch(unbounded, ArchByName("sm_100")),
+                    Catch::Contains("unknown arch 'sm_100a'"));
+  const Manifest& plain = library.Find("sdpa_fp16").manifest;
+  CHECK_NOTHROW(RequireSupportedArch(plain, ArchByName("sm_120")));
+  CHECK_THROWS_WITH(RequireSupportedArch(plain, ArchInfo{"sm_75", 75, 65536}),
+                    Catch::Contains("needs sm_80 or newer, not sm_75"));
   CHECK(CompileTarget(ArchByName("sm_90"), true).name == "sm_90a");
   CHECK(CompileTarget(ArchByName("sm_90a"), true).name == "sm_90a");
   CHECK(CompileTarget(ArchByName("sm_90"), false).name == "sm_90");
