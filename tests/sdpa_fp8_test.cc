@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "common/files.h"
 #include "engine/configuration.h"
 #include "engine/template_library.h"
 #include "evaluator/compile_gate.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/gpu_gates.h"
 #include "evaluator/nvrtc_compiler.h"
+#include "tests/sdpa_variants.h"
 #include "tests/test_support.h"
 
 namespace evo {
@@ -112,17 +112,7 @@ TEST_CASE("sdpa_fp8 and its reference compile for sm_89 and sm_90", "[compile][n
 // A copy of sdpa_fp8 under another name with one line of its kernel replaced.
 void WriteBrokenFp8(const std::filesystem::path& folder, const std::string& name,
                     const std::string& line, const std::string& replacement) {
-  const std::filesystem::path original = test::SourceDir() / "kernel_templates" / "sdpa_fp8";
-  std::string source = ReadFile(original / "sdpa_fp8.cu");
-  REQUIRE(source.find(line) != std::string::npos);
-  source.replace(source.find(line), line.size(), replacement);
-  std::string manifest = ReadFile(original / "manifest.json");
-  const std::string original_name = "\"name\": \"sdpa_fp8\"";
-  manifest.replace(manifest.find(original_name), original_name.size(),
-                   "\"name\": \"" + name + "\"");
-  test::WriteFile(folder / name / "sdpa_fp8.cu", source);
-  test::WriteFile(folder / name / "reference.cu", ReadFile(original / "reference.cu"));
-  test::WriteFile(folder / name / "manifest.json", manifest);
+  test::WriteTemplateVariant(folder / name, "sdpa_fp8", name, line, replacement);
 }
 
 TEST_CASE(

@@ -32,23 +32,31 @@ const SdpaBreakage& FindSdpaBreakage(const std::string& name) {
 
 std::string BrokenSdpaName(const SdpaBreakage& breakage) { return "sdpa_fp16_" + breakage.name; }
 
-void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage) {
-  const std::filesystem::path original = SourceDir() / "kernel_templates" / "sdpa_fp16";
-  std::string source = ReadFile(original / "sdpa_fp16.cu");
-  const size_t at = source.find(breakage.find);
-  if (at == std::string::npos || source.find(breakage.find, at + 1) != std::string::npos) {
-    throw std::runtime_error("breakage " + breakage.name + ": '" + breakage.find +
-                             "' does not occur exactly once in sdpa_fp16.cu");
+void WriteTemplateVariant(const std::filesystem::path& folder, const std::string& original,
+                          const std::string& name, const std::string& find,
+                          const std::string& replace) {
+  const std::filesystem::path from = SourceDir() / "kernel_templates" / original;
+  const std::string source_name = original + ".cu";
+  std::string source = ReadFile(from / source_name);
+  const size_t at = source.find(find);
+  if (at == std::string::npos || source.find(find, at + 1) != std::string::npos) {
+    throw std::runtime_error(name + ": '" + find + "' does not occur exactly once in " +
+                             source_name);
   }
-  source.replace(at, breakage.find.size(), breakage.replace);
-  WriteFile(folder / "sdpa_fp16.cu", source);
-  WriteFile(folder / "reference.cu", ReadFile(original / "reference.cu"));
-  std::string manifest = ReadFile(original / "manifest.json");
-  const std::string name = "\"name\": \"sdpa_fp16\"";
-  const size_t name_at = manifest.find(name);
-  if (name_at == std::string::npos) throw std::runtime_error("sdpa_fp16's manifest has no name");
-  manifest.replace(name_at, name.size(), "\"name\": \"" + BrokenSdpaName(breakage) + "\"");
+  source.replace(at, find.size(), replace);
+  WriteFile(folder / source_name, source);
+  WriteFile(folder / "reference.cu", ReadFile(from / "reference.cu"));
+  std::string manifest = ReadFile(from / "manifest.json");
+  const std::string name_field = "\"name\": \"" + original + "\"";
+  const size_t name_at = manifest.find(name_field);
+  if (name_at == std::string::npos) throw std::runtime_error(original + "'s manifest has no name");
+  manifest.replace(name_at, name_field.size(), "\"name\": \"" + name + "\"");
   WriteFile(folder / "manifest.json", manifest);
+}
+
+void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage) {
+  WriteTemplateVariant(folder, "sdpa_fp16", BrokenSdpaName(breakage), breakage.find,
+                       breakage.replace);
 }
 
 }  // namespace evo::test

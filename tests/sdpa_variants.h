@@ -20,9 +20,15 @@ const SdpaBreakage& FindSdpaBreakage(const std::string& name);
 // The template name of a broken variant, so that it can sit beside the real one.
 std::string BrokenSdpaName(const SdpaBreakage& breakage);
 
-// Writes a copy of the real sdpa_fp16 template, with `breakage` applied, into `folder`; throws
-// when the text to change is not found exactly once, so a template change cannot silently turn
-// a broken variant into a good one.
+// Writes a copy of the shipped template kernel_templates/<original> (manifest, <original>.cu and
+// reference.cu) into `folder`, named `name`, with `find` in its kernel source replaced by
+// `replace`; throws when `find` does not occur exactly once, so a template change cannot
+// silently turn a broken variant into a good one.
+void WriteTemplateVariant(const std::filesystem::path& folder, const std::string& original,
+                          const std::string& name, const std::string& find,
+                          const std::string& replace);
+
+// WriteTemplateVariant of sdpa_fp16 with `breakage`, named BrokenSdpaName(breakage).
 void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage);
 
 }  // namespace evo::test

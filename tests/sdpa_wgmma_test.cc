@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "common/files.h"
 #include "engine/configuration.h"
 #include "engine/template_library.h"
 #include "evaluator/arch.h"
@@ -13,22 +12,11 @@
 #include "evaluator/cuda_driver.h"
 #include "evaluator/gpu_gates.h"
 #include "evaluator/nvrtc_compiler.h"
+#include "tests/sdpa_variants.h"
 #include "tests/test_support.h"
 
 namespace evo {
 namespace {
-
-Problem WgmmaProblem(const Manifest& manifest, int64_t b, int64_t h, int64_t s, int64_t d,
-                     int64_t causal) {
-  Problem problem = DefaultProblem(manifest);
-  problem["B"] = b;
-  problem["H"] = h;
-  problem["S_q"] = s;
-  problem["S_kv"] = s;
-  problem["D"] = d;
-  problem["CAUSAL"] = causal;
-  return problem;
-}
 
 TEST_CASE("an arch-specific template compiles for the arch's \"a\" variant", "[manifest]") {
   const TemplateLibrary library = TemplateLibrary::Load({});
@@ -68,7 +56,7 @@ TEST_CASE("sdpa_fp16_wgmma compiles for sm_90a, and its source refuses plain sm_
                            "FAST_EXP=0 STAGES=1"};
   for (int64_t d : {64, 128, 256}) {
     for (int64_t causal : {0, 1}) {
-      const Problem problem = WgmmaProblem(wgmma.manifest, 2, 8, 512, d, causal);
+      const Problem problem = test::AttentionProblem(wgmma.manifest, 2, 8, 512, 512, d, causal);
       for (const char* settings : configs) {
         INFO("D=" << d << " causal=" << causal << " " << settings);
         const CompileOutcome outcome =
@@ -82,7 +70,7 @@ TEST_CASE("sdpa_fp16_wgmma compiles for sm_90a, and its source refuses plain sm_
       }
     }
   }
-  const Problem problem = WgmmaProblem(wgmma.manifest, 2, 8, 512, 64, 0);
+  const Problem problem = test::AttentionProblem(wgmma.manifest, 2, 8, 512, 512, 64, 0);
   const Genome defaults = DefaultGenome(wgmma.manifest);
   const std::string source = InstantiateSource(wgmma, wgmma.manifest.kernel, &defaults, problem);
   const CompileResult plain =
@@ -94,17 +82,7 @@ TEST_CASE("sdpa_fp16_wgmma compiles for sm_90a, and its source refuses plain sm_
 // A copy of sdpa_fp16_wgmma under another name with one piece of its kernel replaced.
 void WriteBrokenWgmma(const std::filesystem::path& folder, const std::string& name,
                       const std::string& text, const std::string& replacement) {
-  const std::filesystem::path original = test::SourceDir() / "kernel_templates" / "sdpa_fp16_wgmma";
-  std::string source = ReadFile(original / "sdpa_fp16_wgmma.cu");
-  REQUIRE(source.find(text) != std::string::npos);
-  source.replace(source.find(text), text.size(), replacement);
-  std::string manifest = ReadFile(original / "manifest.json");
-  const std::string original_name = "\"name\": \"sdpa_fp16_wgmma\"";
-  manifest.replace(manifest.find(original_name), original_name.size(),
-                   "\"name\": \"" + name + "\"");
-  test::WriteFile(folder / name / "sdpa_fp16_wgmma.cu", source);
-  test::WriteFile(folder / name / "reference.cu", ReadFile(original / "reference.cu"));
-  test::WriteFile(folder / name / "manifest.json", manifest);
+  test::WriteTemplateVariant(folder / name, "sdpa_fp16_wgmma", name, text, replacement);
 }
 
 TEST_CASE(
@@ -146,8 +124,8 @@ TEST_CASE(
       for (int64_t d : {64, 128, 256}) {
         for (int64_t causal : {0, 1}) {
           const auto& shape = shapes[shape_index++ % std::size(shapes)];
-          const Problem problem =
-              WgmmaProblem(kernel_template.manifest, shape[0], shape[1], shape[2], d, causal);
+          const Problem problem = test::AttentionProblem(kernel_template.manifest, shape[0],
+                                                         shape[1], shape[2], shape[2], d, causal);
           INFO(name << " " << settings << " D=" << d << " causal=" << causal << " S=" << shape[2]);
           const CompileOutcome compiled =
               RunCompileGate(kernel_template, genome, problem, arch, compiler, {});
