@@ -83,9 +83,14 @@ void WriteFile(const std::filesystem::path& path, const std::string& content) {
 
 CommandResult RunEvo(const std::vector<std::string>& args,
                      const std::filesystem::path& working_dir) {
+  return RunProgram(EvoBinary(), args, working_dir);
+}
+
+CommandResult RunProgram(const std::filesystem::path& program, const std::vector<std::string>& args,
+                         const std::filesystem::path& working_dir) {
   TempDir capture;
   std::string command =
-      "cd " + ShellQuote(working_dir.string()) + " && " + ShellQuote(EvoBinary().string());
+      "cd " + ShellQuote(working_dir.string()) + " && " + ShellQuote(program.string());
   for (const std::string& arg : args) command += " " + ShellQuote(arg);
   command += " >" + ShellQuote((capture.path() / "out").string()) + " 2>" +
              ShellQuote((capture.path() / "err").string()) + " </dev/null";

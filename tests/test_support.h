@@ -45,6 +45,10 @@ std::filesystem::path SourceDir();
 // replay evaluator answers from.
 std::filesystem::path H100Recording();
 
+// Runs `program` with these arguments in `working_dir`, capturing its output.
+CommandResult RunProgram(const std::filesystem::path& program, const std::vector<std::string>& args,
+                         const std::filesystem::path& working_dir);
+
 // Runs the built evo binary with these arguments in `working_dir`.
 CommandResult RunEvo(const std::vector<std::string>& args,
                      const std::filesystem::path& working_dir);
