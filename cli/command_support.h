@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/genome.h"
-#include "engine/template_library.h"
+#include "kernel_templates/genome.h"
+#include "kernel_templates/template_library.h"
 
 namespace evo::cli {
 

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "engine/configuration.h"
 #include "evaluator/gpu_verdict_json.h"
+#include "kernel_templates/configuration.h"
 
 namespace evo::cli {
 namespace {

@@ -3,9 +3,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "engine/template_library.h"
 #include "evaluator/compile_gate.h"
 #include "evaluator/gpu_gates.h"
+#include "kernel_templates/template_library.h"
 
 namespace evo::cli {
 

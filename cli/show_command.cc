@@ -6,11 +6,11 @@
 #include "cli/search_output.h"
 #include "common/error.h"
 #include "common/files.h"
-#include "engine/configuration.h"
 #include "evaluator/compile_cache.h"
 #include "evaluator/compile_gate.h"
 #include "evaluator/kernel_arguments.h"
 #include "evaluator/nvrtc_compiler.h"
+#include "kernel_templates/configuration.h"
 #include "population/store.h"
 
 namespace evo::cli {

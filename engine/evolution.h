@@ -3,9 +3,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/candidate.h"
 #include "engine/insights.h"
 #include "engine/search_space.h"
+#include "population/candidate.h"
 
 namespace evo {
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/candidate.h"
-#include "engine/manifest.h"
+#include "kernel_templates/manifest.h"
+#include "population/candidate.h"
 
 namespace evo {
 

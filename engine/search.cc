@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "common/error.h"
-#include "engine/configuration.h"
+#include "kernel_templates/configuration.h"
 
 namespace evo {
 namespace {

@@ -4,11 +4,11 @@
 #include <optional>
 #include <vector>
 
-#include "engine/configuration.h"
-#include "engine/genome.h"
 #include "engine/random.h"
-#include "engine/template_library.h"
-#include "evaluator/arch.h"
+#include "kernel_templates/arch.h"
+#include "kernel_templates/configuration.h"
+#include "kernel_templates/genome.h"
+#include "kernel_templates/template_library.h"
 
 namespace evo {
 

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/genome.h"
 #include "evaluator/candidate_outcome.h"
+#include "kernel_templates/genome.h"
 
 namespace evo {
 

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "common/status.h"
-#include "engine/configuration.h"
-#include "evaluator/arch.h"
 #include "evaluator/compiler.h"
+#include "kernel_templates/arch.h"
+#include "kernel_templates/configuration.h"
 
 namespace evo {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "evaluator/arch.h"
+#include "kernel_templates/arch.h"
 
 namespace evo {
 

@@ -5,10 +5,10 @@
 #include <string>
 
 #include "common/status.h"
-#include "engine/configuration.h"
 #include "evaluator/compiler.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/device_kernels.h"
+#include "kernel_templates/configuration.h"
 
 namespace evo {
 

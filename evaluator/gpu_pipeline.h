@@ -10,12 +10,12 @@
 #include <thread>
 #include <vector>
 
-#include "engine/template_library.h"
 #include "evaluator/candidate_evaluator.h"
 #include "evaluator/compile_gate.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/gpu_worker.h"
 #include "evaluator/worker_supervisor.h"
+#include "kernel_templates/template_library.h"
 
 namespace evo {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/template_library.h"
 #include "evaluator/gpu_gates.h"
 #include "evaluator/worker_supervisor.h"
+#include "kernel_templates/template_library.h"
 
 namespace evo {
 

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/manifest.h"
 #include "evaluator/cuda_objects.h"
+#include "kernel_templates/manifest.h"
 
 namespace evo {
 

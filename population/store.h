@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/candidate.h"
-#include "engine/genome.h"
+#include "kernel_templates/genome.h"
+#include "population/candidate.h"
 #include "population/sqlite.h"
 
 namespace evo {

@@ -1,4 +1,4 @@
-#include "engine/expression.h"
+#include "kernel_templates/expression.h"
 
 #include <catch2/catch.hpp>
 #include <cstdint>

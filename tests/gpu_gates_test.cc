@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include "common/half.h"
-#include "engine/template_library.h"
 #include "evaluator/compile_gate.h"
 #include "evaluator/kernel_arguments.h"
 #include "evaluator/nvrtc_compiler.h"
+#include "kernel_templates/template_library.h"
 #include "tests/attention_reference.h"
 #include "tests/sdpa_variants.h"
 #include "tests/test_support.h"

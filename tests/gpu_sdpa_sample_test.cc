@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include "engine/template_library.h"
 #include "evaluator/compile_gate.h"
 #include "evaluator/gpu_gates.h"
 #include "evaluator/nvrtc_compiler.h"
+#include "kernel_templates/template_library.h"
 #include "tests/test_support.h"
 
 namespace evo {

@@ -3,10 +3,10 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 
-#include "engine/template_library.h"
 #include "evaluator/compile_gate.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/nvrtc_compiler.h"
+#include "kernel_templates/template_library.h"
 #include "tests/sdpa_variants.h"
 #include "tests/test_support.h"
 

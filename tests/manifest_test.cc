@@ -1,12 +1,12 @@
-#include "engine/manifest.h"
+#include "kernel_templates/manifest.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "common/files.h"
-#include "engine/genome.h"
-#include "engine/template_library.h"
+#include "kernel_templates/genome.h"
+#include "kernel_templates/template_library.h"
 #include "tests/test_support.h"
 
 namespace evo {

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "common/files.h"
-#include "engine/template_library.h"
 #include "evaluator/subprocess.h"
+#include "kernel_templates/template_library.h"
 #include "population/store.h"
 #include "tests/test_support.h"
 

@@ -5,12 +5,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/configuration.h"
-#include "engine/template_library.h"
 #include "evaluator/compile_gate.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/gpu_gates.h"
 #include "evaluator/nvrtc_compiler.h"
+#include "kernel_templates/configuration.h"
+#include "kernel_templates/template_library.h"
 #include "tests/sdpa_variants.h"
 #include "tests/test_support.h"
 

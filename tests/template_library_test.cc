@@ -1,11 +1,11 @@
-#include "engine/template_library.h"
+#include "kernel_templates/template_library.h"
 
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
 #include "common/error.h"
-#include "engine/configuration.h"
+#include "kernel_templates/configuration.h"
 #include "tests/test_support.h"
 
 namespace evo {

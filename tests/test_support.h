@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/genome.h"
+#include "kernel_templates/genome.h"
 
 namespace evo::test {
 

@@ -1,4 +1,4 @@
-#include "engine/template_library.h"
+#include "kernel_templates/template_library.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/sha256.h"
-#include "engine/embedded_files.h"
+#include "kernel_templates/embedded_files.h"
 
 namespace evo {
 namespace {

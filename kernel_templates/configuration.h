@@ -3,10 +3,10 @@
 #include <optional>
 #include <string>
 
-#include "engine/expression.h"
-#include "engine/genome.h"
-#include "engine/template_library.h"
-#include "evaluator/arch.h"
+#include "kernel_templates/arch.h"
+#include "kernel_templates/expression.h"
+#include "kernel_templates/genome.h"
+#include "kernel_templates/template_library.h"
 
 namespace evo {
 

@@ -1,4 +1,4 @@
-#include "evaluator/arch.h"
+#include "kernel_templates/arch.h"
 
 #include <array>
 

@@ -1,4 +1,4 @@
-#include "engine/manifest.h"
+#include "kernel_templates/manifest.h"
 
 #include <algorithm>
 #include <initializer_list>

@@ -1,4 +1,4 @@
-#include "engine/configuration.h"
+#include "kernel_templates/configuration.h"
 
 #include "common/sha256.h"
 

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/manifest.h"
+#include "kernel_templates/manifest.h"
 
 namespace evo {
 

@@ -1,4 +1,4 @@
-#include "engine/genome.h"
+#include "kernel_templates/genome.h"
 
 #include <algorithm>
 #include <charconv>

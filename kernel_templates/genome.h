@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/manifest.h"
+#include "kernel_templates/manifest.h"
 
 namespace evo {
 

@@ -1,4 +1,4 @@
-#include "engine/expression.h"
+#include "kernel_templates/expression.h"
 
 #include <algorithm>
 #include <bit>

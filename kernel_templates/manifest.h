@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/expression.h"
+#include "kernel_templates/expression.h"
 
 namespace evo {
 

@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "engine/genome.h"
 #include "evaluator/candidate_outcome.h"
+#include "kernel_templates/genome.h"
 
 namespace evo {
 
