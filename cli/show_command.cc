@@ -169,6 +169,14 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
     const std::string stem = manifest.name;
     WriteFileAtomically(folder / (stem + ".cubin"), compiled.compiled.cubin);
     WriteFileAtomically(folder / (stem + ".cu"), compiled.source);
+    // The headers the source includes, under their include names: `nvcc -I DIR` (or NVRTC with
+    // DIR's files as headers) compiles the exported source as evo did.
+    Json headers = Json::array();
+    for (const HeaderFile& header : kernel_template.headers) {
+      std::filesystem::create_directories((folder / header.name).parent_path());
+      WriteFileAtomically(folder / header.name, header.content);
+      headers.push_back(header.name);
+    }
 
     const Bindings bindings = CompileBindings(manifest, c.proposal.genome, run.spec.problem, arch);
     const auto evaluate = [&](const Expression& expr) -> Json {
@@ -216,6 +224,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
         {"arch", run.spec.arch},
         {"cubin", stem + ".cubin"},
         {"source", stem + ".cu"},
+        {"headers", headers},
         {"entry", manifest.kernel.entry},
         {"genome", c.proposal.genome},
         {"problem", run.spec.problem},
@@ -239,7 +248,9 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
     if (c.confirmation) launch["confirmed_median_us"] = c.confirmation->median_us;
     WriteFileAtomically(folder / "launch.json", launch.dump(2) + "\n");
     std::cout << "exported candidate " << c.id << " of run " << run.id << " to " << folder.string()
-              << ": " << stem << ".cubin, " << stem << ".cu, launch.json\n";
+              << ": " << stem << ".cubin, " << stem << ".cu"
+              << (headers.empty() ? "" : ", its " + std::to_string(headers.size()) + " headers")
+              << ", launch.json\n";
     return kExitOk;
   };
 }

@@ -99,6 +99,10 @@ std::string CachingCompiler::Key(const CompileRequest& request) const {
   add(request.program_name);
   for (const std::string& option : inner_.Options(request)) add(option);
   add(request.source);
+  for (const auto& [include_name, content] : request.headers) {
+    add(include_name);
+    add(content);
+  }
   return hash.HexDigest();
 }
 

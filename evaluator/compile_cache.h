@@ -25,8 +25,8 @@ class CompileCache {
   std::filesystem::path folder_;
 };
 
-// Serves compiles from a CompileCache and fills it on a miss. The key hashes the source, every
-// option (the arch among them) and the compiler's version.
+// Serves compiles from a CompileCache and fills it on a miss. The key hashes the source, the
+// headers it is given, every option (the arch among them) and the compiler's version.
 class CachingCompiler final : public Compiler {
  public:
   CachingCompiler(Compiler& inner, const CompileCache& cache) : inner_(inner), cache_(cache) {}

@@ -28,6 +28,20 @@ void RequireSupportedArch(const Manifest& manifest, const ArchInfo& arch) {
   CompileTarget(arch, manifest.arch_specific);  // throws when evo knows no "a" variant
 }
 
+CompileRequest TemplateCompileRequest(const KernelTemplate& kernel_template,
+                                      const KernelSpec& kernel, const Genome* genome,
+                                      const Problem& problem, const std::string& target) {
+  CompileRequest request{InstantiateSource(kernel_template, kernel, genome, problem),
+                         kernel.source_path,
+                         target,
+                         {},
+                         {}};
+  for (const HeaderFile& header : kernel_template.headers) {
+    request.headers.emplace_back(header.name, header.content);
+  }
+  return request;
+}
+
 CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genome& genome,
                               const Problem& problem, const ArchInfo& arch, Compiler& compiler,
                               const CompileGateOptions& options) {
@@ -45,10 +59,11 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
     outcome.threads_per_block *= dim.Evaluate(bindings);
   }
   outcome.dynamic_smem = manifest.kernel.dynamic_smem.Evaluate(bindings);
-  outcome.source = InstantiateSource(kernel_template, manifest.kernel, &genome, problem);
   outcome.target = CompileTarget(arch, manifest.arch_specific).name;
-  outcome.compiled =
-      compiler.Compile({outcome.source, manifest.kernel.source_path, outcome.target, {}});
+  CompileRequest request =
+      TemplateCompileRequest(kernel_template, manifest.kernel, &genome, problem, outcome.target);
+  outcome.source = request.source;
+  outcome.compiled = compiler.Compile(request);
 
   const CompileResult& compiled = outcome.compiled;
   if (!compiled.ok) {

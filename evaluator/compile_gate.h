@@ -29,6 +29,12 @@ struct CompileOutcome {
   int64_t dynamic_smem = 0;
 };
 
+// What NVRTC compiles for one kernel of a template (the candidate with `genome`, or the
+// reference with none) on `target`: the instantiated source with the template's headers.
+CompileRequest TemplateCompileRequest(const KernelTemplate& kernel_template,
+                                      const KernelSpec& kernel, const Genome* genome,
+                                      const Problem& problem, const std::string& target);
+
 CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genome& genome,
                               const Problem& problem, const ArchInfo& arch, Compiler& compiler,
                               const CompileGateOptions& options);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "evaluator/ptxas_report.h"
@@ -12,6 +13,8 @@ struct CompileRequest {
   std::string program_name;  // shown in compiler messages, e.g. "sdpa_fp16.cu"
   std::string arch;          // "sm_90"
   std::vector<std::string> extra_options;
+  // (include name, content): what the source's #include lines find, in place of files.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 struct CompileResult {

@@ -176,7 +176,7 @@ const std::string& DeviceKernelsSource() {
 
 DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
   const CompileResult compiled =
-      compiler.Compile({DeviceKernelsSource(), "evo_gates.cu", arch, {}});
+      compiler.Compile({DeviceKernelsSource(), "evo_gates.cu", arch, {}, {}});
   if (!compiled.ok) throw Error("evo's gate kernels do not compile:\n" + compiled.log);
   module_ = std::make_unique<Module>(compiled.cubin);
   fill_normal_f16_ = module_->Function("evo_fill_normal_f16");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "evaluator/compile_gate.h"
 #include "evaluator/cuda_errors.h"
 #include "evaluator/cuda_objects.h"
 #include "evaluator/kernel_arguments.h"
@@ -81,11 +82,8 @@ void GpuGates::HealthCheck(const KernelTemplate& kernel_template) {
   const Manifest& manifest = kernel_template.manifest;
   const ArchInfo arch = device_.arch_info();
   const Problem problem = DefaultProblem(manifest);
-  const CompileResult compiled =
-      compiler_.Compile({InstantiateSource(kernel_template, manifest.reference, nullptr, problem),
-                         manifest.reference.source_path,
-                         arch.name,
-                         {}});
+  const CompileResult compiled = compiler_.Compile(
+      TemplateCompileRequest(kernel_template, manifest.reference, nullptr, problem, arch.name));
   if (!compiled.ok) throw Error("the reference kernel does not compile:\n" + compiled.log);
   State& state = *state_;
   const Module module(compiled.cubin);
@@ -118,11 +116,8 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
                               const TimingOptions& timing_options) {
   const Manifest& manifest = kernel_template.manifest;
   const ArchInfo arch = device_.arch_info();
-  const CompileResult reference_compiled =
-      compiler_.Compile({InstantiateSource(kernel_template, manifest.reference, nullptr, problem),
-                         manifest.reference.source_path,
-                         arch.name,
-                         {}});
+  const CompileResult reference_compiled = compiler_.Compile(
+      TemplateCompileRequest(kernel_template, manifest.reference, nullptr, problem, arch.name));
   if (!reference_compiled.ok) {
     throw Error("the reference kernel of " + manifest.name + " does not compile:\n" +
                 reference_compiled.log);

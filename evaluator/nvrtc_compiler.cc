@@ -3,6 +3,8 @@
 #include <nvrtc.h>
 
 #include <chrono>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "evaluator/cuda_driver.h"
@@ -19,9 +21,18 @@ void Check(nvrtcResult result, const char* what) {
 // Owns one nvrtcProgram.
 class NvrtcProgram {
  public:
-  NvrtcProgram(const std::string& source, const std::string& name) {
-    Check(nvrtcCreateProgram(&program_, source.c_str(), name.c_str(), 0, nullptr, nullptr),
-          "nvrtcCreateProgram");
+  NvrtcProgram(const std::string& source, const std::string& name,
+               const std::vector<std::pair<std::string, std::string>>& headers) {
+    std::vector<const char*> contents;
+    std::vector<const char*> include_names;
+    for (const auto& [include_name, content] : headers) {
+      include_names.push_back(include_name.c_str());
+      contents.push_back(content.c_str());
+    }
+    Check(
+        nvrtcCreateProgram(&program_, source.c_str(), name.c_str(),
+                           static_cast<int>(headers.size()), contents.data(), include_names.data()),
+        "nvrtcCreateProgram");
   }
   NvrtcProgram(const NvrtcProgram&) = delete;
   NvrtcProgram& operator=(const NvrtcProgram&) = delete;
@@ -63,7 +74,7 @@ std::vector<std::string> NvrtcCompiler::Options(const CompileRequest& request) c
 
 CompileResult NvrtcCompiler::Compile(const CompileRequest& request) {
   const auto start = std::chrono::steady_clock::now();
-  NvrtcProgram program(request.source, request.program_name);
+  NvrtcProgram program(request.source, request.program_name, request.headers);
   const std::vector<std::string> options = Options(request);
   std::vector<const char*> option_pointers;
   for (const std::string& option : options) option_pointers.push_back(option.c_str());

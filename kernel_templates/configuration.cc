@@ -1,5 +1,7 @@
 #include "kernel_templates/configuration.h"
 
+#include <cctype>
+
 #include "common/sha256.h"
 
 namespace evo {
@@ -28,6 +30,13 @@ std::optional<ConstraintViolation> FirstViolatedConstraint(const Manifest& manif
   return std::nullopt;
 }
 
+std::string DtypeMacro(std::string_view dtype) {
+  std::string macro = "EVO_DTYPE_";
+  for (const char c : dtype)
+    macro += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return macro;
+}
+
 std::string InstantiateSource(const KernelTemplate& kernel_template, const KernelSpec& kernel,
                               const Genome* genome, const Problem& problem) {
   const Manifest& manifest = kernel_template.manifest;
@@ -41,6 +50,11 @@ std::string InstantiateSource(const KernelTemplate& kernel_template, const Kerne
   for (const ProblemParamSpec& param : manifest.problem) {
     if (!param.compile_time()) continue;
     source += "#define " + param.define + " " + std::to_string(problem.at(param.name)) + "\n";
+  }
+  const Bindings problem_bindings(problem.begin(), problem.end());
+  for (const KernelArgSpec& arg : kernel.args) {
+    if (arg.define.empty() || !arg.PresentFor(problem_bindings)) continue;
+    source += "#define " + arg.define + " " + DtypeMacro(arg.dtype) + "\n";
   }
   source += "#line 1 \"" + kernel.source_path + "\"\n";
   source += kernel.source;

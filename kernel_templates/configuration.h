@@ -25,8 +25,12 @@ struct ConstraintViolation {
 std::optional<ConstraintViolation> FirstViolatedConstraint(const Manifest& manifest,
                                                            const Bindings& bindings);
 
+// The macro evo/dtype.cuh defines for a manifest dtype: "f16" -> "EVO_DTYPE_F16".
+std::string DtypeMacro(std::string_view dtype);
+
 // The source NVRTC compiles: the knobs (none for the reference) and the compile-time problem
-// parameters as #defines, then `#line 1` so compiler messages point at the template's own lines.
+// parameters as #defines, each argument's `define` as its dtype, then `#line 1` so compiler
+// messages point at the template's own lines.
 std::string InstantiateSource(const KernelTemplate& kernel_template, const KernelSpec& kernel,
                               const Genome* genome, const Problem& problem);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -235,7 +236,7 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string field = key + ".args[" + std::to_string(i) + "]";
     reader.CheckKeys(args[i], field,
-                     {"name", "kind", "dtype", "shape", "value", "uniform", "when"});
+                     {"name", "kind", "dtype", "shape", "value", "uniform", "when", "define"});
     KernelArgSpec arg;
     arg.name = reader.Identifier(args[i], field, "name");
     if (args[i].contains("when")) {
@@ -272,8 +273,12 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
         }
         arg.uniform = std::make_pair(range[0].get<double>(), range[1].get<double>());
       }
+      if (args[i].contains("define")) arg.define = reader.Identifier(args[i], field, "define");
     } else if (kind == "scalar") {
       if (args[i].contains("uniform")) reader.Fail(field + ".uniform", "a scalar is not filled");
+      if (args[i].contains("define")) {
+        reader.Fail(field + ".define", "only a tensor's dtype is defined for the source");
+      }
       arg.kind = KernelArgSpec::Kind::kScalar;
       if (!kScalarTypes.contains(arg.dtype))
         reader.Fail(field, "unknown scalar dtype " + arg.dtype);
@@ -423,6 +428,25 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   for (std::string_view name : kLaunchBindings) reference_launch_scope.insert(std::string(name));
   manifest.reference = ReadKernel(reader, root, "reference", reference_scope,
                                   reference_launch_scope, signature_scope, read_source);
+  // An argument's dtype macro must not redefine a knob or problem define, nor stand for two
+  // arguments (alternatives of one name share theirs).
+  for (const auto& [key, kernel] :
+       {std::pair<std::string, const KernelSpec*>{"kernel", &manifest.kernel},
+        {"reference", &manifest.reference}}) {
+    std::map<std::string, std::string> argument_of_define;
+    for (size_t i = 0; i < kernel->args.size(); ++i) {
+      const KernelArgSpec& arg = kernel->args[i];
+      if (arg.define.empty()) continue;
+      const std::string field = key + ".args[" + std::to_string(i) + "].define";
+      if (defines.contains(arg.define)) {
+        reader.Fail(field, "'" + arg.define + "' is a knob or problem define");
+      }
+      const auto [it, inserted] = argument_of_define.emplace(arg.define, arg.name);
+      if (!inserted && it->second != arg.name) {
+        reader.Fail(field, "'" + arg.define + "' is the define of " + it->second + " already");
+      }
+    }
+  }
 
   const Json& correctness = reader.Member(root, "manifest", "correctness");
   reader.CheckKeys(correctness, "correctness", {"seeds", "atol", "rtol", "overrides", "problems"});

@@ -59,13 +59,19 @@ struct KernelArgSpec {
   // The argument exists only where this is non-zero. It reads compile-time problem parameters
   // only, which the kernel's signature follows with #if (Q stored as fp16 or as e4m3 + Q_scale).
   std::optional<Expression> when;
+  // Tensors only: a macro that instantiation defines, where the argument is present, as its
+  // dtype (`#define REF_Q EVO_DTYPE_F16`, the codes of evo/dtype.cuh), so that one shared kernel
+  // (the attention reference) serves templates whose arguments differ in dtype, or in whether
+  // they exist at all (`#ifdef REF_Q_SCALE`).
+  std::string define;
 
   bool PresentFor(const Bindings& bindings) const { return !when || when->Evaluate(bindings) != 0; }
 };
 
 // One kernel of a template (the candidate or the reference): its source and how to launch it.
 struct KernelSpec {
-  std::string source_path;  // relative to the template's folder
+  // Relative to the template's folder, or a shared source of the device library ("evo/...").
+  std::string source_path;
   std::string source;
   std::string entry;
   std::array<Expression, 3> grid;

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <system_error>
+#include <utility>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -17,37 +19,100 @@ namespace {
 constexpr std::string_view kManifestName = "manifest.json";
 // Search hints beside the manifest, deliberately outside the template's hash.
 constexpr std::string_view kStartingPointsName = "starting_points.json";
+// Embedded files under this folder of kernel_templates/ form the device library.
+constexpr std::string_view kDeviceLibraryFolder = "include/";
 
-// Hashes the manifest and the sources it names, each with its length so that moving bytes from
-// one file to the next changes the hash.
-std::string HashTemplate(std::string_view manifest_text, const Manifest& manifest) {
+using ReadLocal = std::function<std::optional<std::string>(const std::string&)>;
+
+// Hashes the manifest, the sources it names and the headers they include, each with its length
+// (and each header with its name) so that moving bytes from one part to the next changes it.
+std::string HashTemplate(std::string_view manifest_text, const Manifest& manifest,
+                         const std::vector<HeaderFile>& headers) {
   Sha256 hash;
-  for (std::string_view part : {manifest_text, std::string_view(manifest.kernel.source),
-                                std::string_view(manifest.reference.source)}) {
+  auto update = [&](std::string_view part) {
     hash.Update(std::to_string(part.size()) + ":");
     hash.Update(part);
+  };
+  update(manifest_text);
+  update(manifest.kernel.source);
+  update(manifest.reference.source);
+  for (const HeaderFile& header : headers) {
+    update(header.name);
+    update(header.content);
   }
   return hash.HexDigest();
 }
 
-KernelTemplate LoadFromFolder(const std::filesystem::path& folder) {
-  const std::filesystem::path manifest_path = folder / kManifestName;
-  const std::string text = ReadFile(manifest_path);
+bool NamesDeviceLibrary(std::string_view name) { return name.starts_with(kDeviceLibraryPrefix); }
+
+// The include names of `source`'s #include lines, in order ("..." and <...> alike).
+std::vector<std::string> IncludedNames(std::string_view source) {
+  std::vector<std::string> names;
+  size_t line_start = 0;
+  while (line_start < source.size()) {
+    size_t line_end = source.find('\n', line_start);
+    if (line_end == std::string_view::npos) line_end = source.size();
+    std::string_view line = source.substr(line_start, line_end - line_start);
+    line_start = line_end + 1;
+    auto skip_blanks = [&line] {
+      while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+    };
+    skip_blanks();
+    if (!line.starts_with('#')) continue;
+    line.remove_prefix(1);
+    skip_blanks();
+    if (!line.starts_with("include")) continue;
+    line.remove_prefix(7);
+    skip_blanks();
+    if (line.empty() || (line.front() != '"' && line.front() != '<')) continue;
+    const char close = line.front() == '"' ? '"' : '>';
+    const size_t end = line.find(close, 1);
+    if (end == std::string_view::npos || end == 1) continue;
+    names.emplace_back(line.substr(1, end - 1));
+  }
+  return names;
+}
+
+// `location` prefixes the names of the template's files in messages ("embedded:sdpa_fp16/").
+KernelTemplate LoadTemplate(std::string_view manifest_text, const std::string& location,
+                            const std::string& origin, const ReadLocal& read_local) {
+  const std::string manifest_origin = location + std::string(kManifestName);
   auto read_source = [&](const std::string& relative) {
-    if (std::filesystem::path(relative).is_absolute() || relative.find("..") != std::string::npos) {
-      throw Error("'" + relative + "' must be a path inside the template's folder");
-    }
-    return ReadFile(folder / relative);
+    return ReadManifestSource(relative, origin, read_local);
   };
-  KernelTemplate loaded{ParseManifest(text, manifest_path.string(), read_source), folder.string(),
-                        ""};
-  loaded.source_hash = HashTemplate(text, loaded.manifest);
-  const std::filesystem::path starts_path = folder / kStartingPointsName;
-  if (std::filesystem::exists(starts_path)) {
+  KernelTemplate loaded{ParseManifest(manifest_text, manifest_origin, read_source), origin, {}, ""};
+  const Manifest& manifest = loaded.manifest;
+  try {
+    loaded.headers = ResolveIncludes(
+        {{manifest.kernel.source_path, manifest.kernel.source},
+         {manifest.reference.source_path, manifest.reference.source}},
+        [&](const std::string& name) -> std::optional<std::string> {
+          if (std::filesystem::path(name).is_absolute() || name.find("..") != std::string::npos) {
+            return std::nullopt;
+          }
+          return read_local(name);
+        });
+  } catch (const Error& error) {
+    throw Error(manifest_origin + ": " + error.what());
+  }
+  loaded.source_hash = HashTemplate(manifest_text, manifest, loaded.headers);
+  const std::string starts_name(kStartingPointsName);
+  if (const std::optional<std::string> starts = read_local(starts_name)) {
     loaded.manifest.starting_points =
-        ParseStartingPoints(ReadFile(starts_path), starts_path.string(), loaded.manifest);
+        ParseStartingPoints(*starts, location + starts_name, manifest);
   }
   return loaded;
+}
+
+KernelTemplate LoadFromFolder(const std::filesystem::path& folder) {
+  const std::string text = ReadFile(folder / kManifestName);
+  return LoadTemplate(text, (folder / "").string(), folder.string(),
+                      [&](const std::string& relative) -> std::optional<std::string> {
+                        const std::filesystem::path path = folder / relative;
+                        std::error_code error;
+                        if (!std::filesystem::is_regular_file(path, error)) return std::nullopt;
+                        return ReadFile(path);
+                      });
 }
 
 std::vector<KernelTemplate> LoadEmbedded() {
@@ -62,27 +127,86 @@ std::vector<KernelTemplate> LoadEmbedded() {
   for (const auto& [folder, files] : folders) {
     const auto manifest = files.find(std::string(kManifestName));
     if (manifest == files.end()) continue;
-    auto read_source = [&, folder_name = folder](const std::string& relative) {
-      const auto it = files.find(relative);
-      if (it == files.end()) {
-        throw Error("'" + relative + "' is not embedded with template folder " + folder_name);
-      }
-      return std::string(it->second);
-    };
-    KernelTemplate kernel_template{
-        ParseManifest(manifest->second, "embedded:" + folder + "/manifest.json", read_source),
-        "embedded", ""};
-    kernel_template.source_hash = HashTemplate(manifest->second, kernel_template.manifest);
-    const auto starts = files.find(std::string(kStartingPointsName));
-    if (starts != files.end()) {
-      kernel_template.manifest.starting_points = ParseStartingPoints(
-          starts->second, "embedded:" + folder + "/" + std::string(kStartingPointsName),
-          kernel_template.manifest);
-    }
-    loaded.push_back(std::move(kernel_template));
+    loaded.push_back(
+        LoadTemplate(manifest->second, "embedded:" + folder + "/", "embedded",
+                     [&files](const std::string& relative) -> std::optional<std::string> {
+                       const auto it = files.find(relative);
+                       if (it == files.end()) return std::nullopt;
+                       return std::string(it->second);
+                     }));
   }
   return loaded;
 }
+
+}  // namespace
+
+const std::map<std::string, std::string, std::less<>>& DeviceLibrary() {
+  static const std::map<std::string, std::string, std::less<>> library = [] {
+    std::map<std::string, std::string, std::less<>> files;
+    for (const EmbeddedFile& file : EmbeddedTemplateFiles()) {
+      if (file.path.starts_with(kDeviceLibraryFolder)) {
+        files.emplace(file.path.substr(kDeviceLibraryFolder.size()), file.content);
+      }
+    }
+    return files;
+  }();
+  return library;
+}
+
+std::string ReadManifestSource(
+    const std::string& relative, const std::string& origin,
+    const std::function<std::optional<std::string>(const std::string&)>& read_local) {
+  if (NamesDeviceLibrary(relative)) {
+    const auto found = DeviceLibrary().find(relative);
+    if (found == DeviceLibrary().end()) {
+      throw Error("'" + relative + "' is not in evo's device library");
+    }
+    return found->second;
+  }
+  if (std::filesystem::path(relative).is_absolute() || relative.find("..") != std::string::npos) {
+    throw Error("'" + relative + "' must be a path inside the template's folder");
+  }
+  std::optional<std::string> text = read_local(relative);
+  if (!text) throw Error("'" + relative + "' is not in " + origin);
+  return *std::move(text);
+}
+
+std::vector<HeaderFile> ResolveIncludes(
+    const std::vector<std::pair<std::string, std::string>>& sources,
+    const std::function<std::optional<std::string>(const std::string&)>& read_local) {
+  std::map<std::string, std::string> found;
+  std::vector<std::pair<std::string, std::string>> pending = sources;  // (file, its text)
+  while (!pending.empty()) {
+    const auto [file, text] = std::move(pending.back());
+    pending.pop_back();
+    for (const std::string& name : IncludedNames(text)) {
+      if (found.contains(name)) continue;
+      std::optional<std::string> content;
+      if (NamesDeviceLibrary(name)) {
+        const auto library_file = DeviceLibrary().find(name);
+        if (library_file == DeviceLibrary().end()) {
+          std::string known;
+          for (const auto& [known_name, unused] : DeviceLibrary()) {
+            known += (known.empty() ? "" : ", ") + known_name;
+          }
+          throw Error(file + " includes \"" + name + "\", which is not in evo's device library (" +
+                      known + ")");
+        }
+        content = library_file->second;
+      } else {
+        content = read_local(name);
+      }
+      if (!content) continue;  // NVRTC's own (cuda_fp16.h, ...) or a compile error it reports
+      found.emplace(name, *content);
+      pending.emplace_back(name, *std::move(content));
+    }
+  }
+  std::vector<HeaderFile> headers;
+  for (auto& [name, content] : found) headers.push_back({name, std::move(content)});
+  return headers;
+}
+
+namespace {
 
 // A folder is a template itself when it holds a manifest, else a collection of template folders.
 std::vector<KernelTemplate> LoadUserFolder(const std::filesystem::path& folder) {

@@ -1,6 +1,9 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,16 +12,52 @@
 
 namespace evo {
 
+// A header a template's sources include, by the name they include it with.
+struct HeaderFile {
+  std::string name;  // "evo/mma_sync.cuh" (device library) or a file of the template's folder
+  std::string content;
+};
+
 struct KernelTemplate {
   Manifest manifest;
-  std::string origin;       // "embedded" or the folder it was read from
-  std::string source_hash;  // sha256 of the manifest and every source: a template's version
+  std::string origin;  // "embedded" or the folder it was read from
+  // Every header the kernel and reference sources include, directly or through other headers,
+  // sorted by name: they are given to NVRTC with each compile and exported with the source.
+  std::vector<HeaderFile> headers;
+  // sha256 of the manifest, its sources and every header they include: a template's version,
+  // so a change to a shared header is a new version of each template that includes it.
+  std::string source_hash;
 };
+
+// Include names that start with this prefix name the device library, and nothing else: a
+// template folder cannot put its own file in their place.
+inline constexpr std::string_view kDeviceLibraryPrefix = "evo/";
+
+// The device library: the headers and shared kernel sources under kernel_templates/include,
+// embedded in the binary, by the name templates include them with ("evo/mma_sync.cuh").
+const std::map<std::string, std::string, std::less<>>& DeviceLibrary();
+
+// Reads a source file a manifest names: the device library's for "evo/..." names, else
+// read_local's (the template folder's own files, nullopt when there is none). Throws evo::Error
+// naming `origin` when there is no such file, or for a path that leaves the folder.
+std::string ReadManifestSource(
+    const std::string& relative, const std::string& origin,
+    const std::function<std::optional<std::string>(const std::string&)>& read_local);
+
+// The headers `sources` include, directly or through each other, sorted by name. An include
+// name is looked up in the device library when it starts with "evo/" (one it lacks is an
+// evo::Error naming the file that includes it), else with `read_local` (the template folder's
+// own files, nullopt when there is none); names found in neither (NVRTC's built-in headers)
+// are left to NVRTC.
+std::vector<HeaderFile> ResolveIncludes(
+    const std::vector<std::pair<std::string, std::string>>& sources,
+    const std::function<std::optional<std::string>(const std::string&)>& read_local);
 
 // The templates evo knows: those embedded in the binary plus those of the user's folders.
 class TemplateLibrary {
  public:
-  // Throws evo::Error for an unreadable folder, a folder without templates, or a broken manifest.
+  // Throws evo::Error for an unreadable folder, a folder without templates, a broken manifest
+  // or an include of the device library that it does not have.
   // A user's template replaces an embedded one of the same name.
   static TemplateLibrary Load(const std::vector<std::filesystem::path>& user_folders);
 

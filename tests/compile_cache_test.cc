@@ -31,7 +31,7 @@ const char* kSource = R"(extern "C" __global__ void scale(float* x, int n) {
 })";
 
 CompileRequest Request(int factor, const std::string& arch = "sm_90") {
-  return {"#define FACTOR " + std::to_string(factor) + "\n" + kSource, "scale.cu", arch, {}};
+  return {"#define FACTOR " + std::to_string(factor) + "\n" + kSource, "scale.cu", arch, {}, {}};
 }
 
 TEST_CASE("the compile cache hits on the same request and misses on any change", "[cache][nvrtc]") {
@@ -110,7 +110,7 @@ TEST_CASE("failed compiles are cached with their log", "[cache][nvrtc]") {
   CountingCompiler counting;
   CachingCompiler compiler(counting, cache);
   const CompileRequest broken{
-      "extern \"C\" __global__ void k() { undefined_name = 1; }", "k.cu", "sm_90", {}};
+      "extern \"C\" __global__ void k() { undefined_name = 1; }", "k.cu", "sm_90", {}, {}};
   const CompileResult first = compiler.Compile(broken);
   CHECK_FALSE(first.ok);
   CHECK(first.log.find("undefined_name") != std::string::npos);

@@ -159,6 +159,39 @@ TEST_CASE("user templates: static shared memory over the limit and compile error
   CHECK(broken.compiled.log.find("error") != std::string::npos);
 }
 
+TEST_CASE("a user template compiles with the device library's headers and its own",
+          "[compile][nvrtc]") {
+  test::TempDir dir;
+  test::WriteTinyTemplate(dir.path(), "tiny_library", R"(#include "evo/core.cuh"
+#include "scale.cuh"
+extern "C" __global__ void tiny(float* x, int n) {
+  const int i = (blockIdx.x * blockDim.x + evo::thread_index()) * TILE;
+  for (int t = 0; t < TILE; ++t) if (i + t < n) x[i + t] = evo::exp2_approx(kScale);
+}
+extern "C" __global__ void tiny_reference(float* x, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = exp2f(kScale);
+}
+)");
+  test::WriteFile(dir.path() / "scale.cuh", "#pragma once\nconstexpr float kScale = 0.f;\n");
+  const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
+  const KernelTemplate& tiny = library.Find("tiny_library");
+  REQUIRE(tiny.headers.size() == 2);
+  NvrtcCompiler compiler;
+  const CompileOutcome outcome =
+      RunCompileGate(tiny, DefaultGenome(tiny.manifest), DefaultProblem(tiny.manifest),
+                     ArchByName("sm_80"), compiler, {});
+  INFO(outcome.compiled.log);
+  CHECK(outcome.status == Status::kCompiled);
+  // The same source without the headers does not compile: they reach NVRTC with the request.
+  const Genome defaults = DefaultGenome(tiny.manifest);
+  CompileRequest bare = TemplateCompileRequest(tiny, tiny.manifest.kernel, &defaults,
+                                               DefaultProblem(tiny.manifest), "sm_80");
+  REQUIRE(bare.headers.size() == 2);
+  bare.headers.clear();
+  CHECK_FALSE(compiler.Compile(bare).ok);
+}
+
 TEST_CASE("registers per block follow the per-warp allocation unit", "[compile]") {
   CHECK(RegistersPerBlock(32, 128) == 4096);
   CHECK(RegistersPerBlock(33, 32) == 1280);

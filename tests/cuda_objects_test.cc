@@ -28,6 +28,7 @@ TEST_CASE("driver objects: a JIT-compiled kernel runs and is timed with events",
           })",
        "axpy.cu",
        device.arch(),
+       {},
        {}});
   REQUIRE(compiled.ok);
 

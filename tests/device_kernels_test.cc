@@ -17,7 +17,7 @@ TEST_CASE("the gates' own kernels compile for every target", "[nvrtc]") {
   NvrtcCompiler compiler;
   for (const char* arch : {"sm_80", "sm_89", "sm_90"}) {
     const CompileResult compiled =
-        compiler.Compile({DeviceKernelsSource(), "evo_gates.cu", arch, {}});
+        compiler.Compile({DeviceKernelsSource(), "evo_gates.cu", arch, {}, {}});
     INFO(compiled.log);
     REQUIRE(compiled.ok);
     for (const char* entry :

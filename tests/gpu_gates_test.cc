@@ -49,11 +49,8 @@ TEST_CASE("the FP32 reference kernel agrees with float64 attention", "[gpu]") {
       for (auto [s_q, s_kv] : {std::pair<int64_t, int64_t>{67, 45}, {1, 300}, {130, 130}}) {
         INFO("D=" << d << " causal=" << causal << " S_q=" << s_q << " S_kv=" << s_kv);
         const Problem problem = test::AttentionProblem(manifest, 2, 3, s_q, s_kv, d, causal);
-        const CompileResult compiled =
-            compiler.Compile({InstantiateSource(sdpa, manifest.reference, nullptr, problem),
-                              manifest.reference.source_path,
-                              device.arch(),
-                              {}});
+        const CompileResult compiled = compiler.Compile(
+            TemplateCompileRequest(sdpa, manifest.reference, nullptr, problem, device.arch()));
         REQUIRE(compiled.ok);
         const Module module(compiled.cubin);
         const CUfunction function = module.Function(manifest.reference.entry);

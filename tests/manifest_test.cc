@@ -16,7 +16,11 @@ using Json = nlohmann::json;
 
 const std::string kSdpaFolder = (test::SourceDir() / "kernel_templates/sdpa_fp16/").string();
 
-std::string ReadSdpaSource(const std::string& relative) { return ReadFile(kSdpaFolder + relative); }
+std::string ReadSdpaSource(const std::string& relative) {
+  return ReadManifestSource(relative, kSdpaFolder, [](const std::string& name) {
+    return TryReadFile(kSdpaFolder + name);
+  });
+}
 
 Json SdpaManifestJson() { return Json::parse(ReadFile(kSdpaFolder + "manifest.json")); }
 
@@ -34,7 +38,8 @@ TEST_CASE("the sdpa_fp16 manifest parses with its knobs, problem and kernels", "
   CHECK(manifest.FindProblemParam("D")->define == "HEAD_DIM");
   CHECK_FALSE(manifest.FindProblemParam("S_q")->compile_time());
   CHECK(manifest.kernel.entry == "sdpa_fp16_fwd");
-  CHECK(manifest.reference.entry == "sdpa_reference_f32");
+  CHECK(manifest.reference.entry == "attention_reference_f32");
+  CHECK(manifest.reference.source_path == "evo/attention_reference.cu");
   CHECK(manifest.kernel.source.find("sdpa_fp16_fwd") != std::string::npos);
   CHECK(manifest.kernel.args.size() == 8);
   CHECK(manifest.correctness.seeds >= 3);
@@ -61,9 +66,26 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
       {"a knob declared twice", [](Json& j) { j["knobs"][1]["name"] = "BLOCK_M"; },
        "the name 'BLOCK_M' is taken"},
       {"a missing source file", [](Json& j) { j["kernel"]["source"] = "missing.cu"; },
-       "kernel.source: cannot read"},
+       "kernel.source: 'missing.cu' is not in"},
       {"a source outside the folder", [](Json& j) { j["kernel"]["source"] = "../x.cu"; },
-       "kernel.source: cannot read"},
+       "kernel.source: '../x.cu' must be a path inside the template's folder"},
+      {"a device library source it does not have",
+       [](Json& j) { j["reference"]["source"] = "evo/missing.cu"; },
+       "reference.source: 'evo/missing.cu' is not in evo's device library"},
+      {"a define on a scalar", [](Json& j) { j["kernel"]["args"][4]["define"] = "B_DTYPE"; },
+       "kernel.args[4].define: only a tensor's dtype is defined for the source"},
+      {"a define that is not an identifier",
+       [](Json& j) { j["kernel"]["args"][0]["define"] = "1Q"; },
+       "kernel.args[0].define: '1Q' is not an identifier"},
+      {"an argument's define naming a knob",
+       [](Json& j) { j["kernel"]["args"][0]["define"] = "BLOCK_M"; },
+       "kernel.args[0].define: 'BLOCK_M' is a knob or problem define"},
+      {"an argument's define naming a problem define",
+       [](Json& j) { j["reference"]["args"][0]["define"] = "HEAD_DIM"; },
+       "reference.args[0].define: 'HEAD_DIM' is a knob or problem define"},
+      {"one define for two arguments",
+       [](Json& j) { j["reference"]["args"][1]["define"] = "REF_Q"; },
+       "reference.args[1].define: 'REF_Q' is the define of Q already"},
       {"a reference launch using a knob", [](Json& j) { j["reference"]["grid"][0] = "BLOCK_M"; },
        "reference.grid[0]: unknown name 'BLOCK_M'"},
       {"a block size using the device", [](Json& j) { j["kernel"]["block"][0] = "NUM_SMS"; },

@@ -58,6 +58,7 @@ TEST_CASE("ptxas figures read from real NVRTC output", "[ptxas][nvrtc]") {
             })",
                                                    "staged.cu",
                                                    "sm_90",
+                                                   {},
                                                    {}});
     REQUIRE(result.ok);
     CHECK_FALSE(result.cubin.empty());
@@ -84,6 +85,7 @@ TEST_CASE("ptxas figures read from real NVRTC output", "[ptxas][nvrtc]") {
             })",
          "spills.cu",
          "sm_90",
+         {},
          {}});
     REQUIRE(result.ok);
     const KernelResources* spills = FindKernel(result.kernels, "spills");
@@ -102,6 +104,7 @@ TEST_CASE("ptxas figures read from real NVRTC output", "[ptxas][nvrtc]") {
             })",
                                                    "hoard.cu",
                                                    "sm_90",
+                                                   {},
                                                    {}});
     CHECK_FALSE(result.ok);
     CHECK(result.cubin.empty());

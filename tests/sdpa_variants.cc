@@ -9,16 +9,19 @@ namespace evo::test {
 
 const std::vector<SdpaBreakage>& SdpaBreakages() {
   static const std::vector<SdpaBreakage> breakages = {
-      {"skips_last_kv_tile", "return (kv_end + BLOCK_N - 1) / BLOCK_N;",
-       "return max(1, (kv_end + BLOCK_N - 1) / BLOCK_N - 1);"},
-      {"skips_tail_rows", "if (row < S_q) {", "if (row < S_q / BLOCK_M * BLOCK_M) {"},
-      {"drops_causal_mask", "(IS_CAUSAL && col_offset - row_offset > diagonal)",
-       "(false && col_offset - row_offset > diagonal)"},
-      {"wrong_scale", "1.4426950408889634 / const_sqrt(HEAD_DIM)", "1.4426950408889634 / HEAD_DIM"},
-      {"writes_out_of_bounds", "st_global_v4(o_head + static_cast<long long>(row) * HEAD_DIM",
-       "st_global_v4(o_head + (1ll << 40) + static_cast<long long>(row) * HEAD_DIM"},
-      {"never_terminates", "const unsigned smem_base = sdpa::smem_u32(smem);",
-       "while (clock64() >= 0) {\n  }\n  const unsigned smem_base = sdpa::smem_u32(smem);"},
+      {"skips_last_kv_tile",
+       "return evo::causal_kv_tiles<BLOCK_M, BLOCK_N, IS_CAUSAL>(m_tile, S_q, S_kv);",
+       "return max(1, evo::causal_kv_tiles<BLOCK_M, BLOCK_N, IS_CAUSAL>(m_tile, S_q, S_kv) - 1);"},
+      {"skips_tail_rows", "S_q, lane, group, quad);",
+       "S_q / BLOCK_M * BLOCK_M, lane, group, quad);"},
+      {"drops_causal_mask", "evo::OutOfBoundsOrFuture<IS_CAUSAL>{",
+       "evo::OutOfBoundsOrFuture<false>{"},
+      {"wrong_scale", "evo::softmax_scale<HEAD_DIM, FAST_EXP>()",
+       "evo::softmax_scale<HEAD_DIM * HEAD_DIM, FAST_EXP>()"},
+      {"writes_out_of_bounds", "(acc, row_sum, 1.f, q_smem, o_head,",
+       "(acc, row_sum, 1.f, q_smem, o_head + (1ll << 40),"},
+      {"never_terminates", "const unsigned smem_base = evo::smem_u32(smem);",
+       "while (clock64() >= 0) {\n  }\n  const unsigned smem_base = evo::smem_u32(smem);"},
   };
   return breakages;
 }
@@ -45,7 +48,6 @@ void WriteTemplateVariant(const std::filesystem::path& folder, const std::string
   }
   source.replace(at, find.size(), replace);
   WriteFile(folder / source_name, source);
-  WriteFile(folder / "reference.cu", ReadFile(from / "reference.cu"));
   std::string manifest = ReadFile(from / "manifest.json");
   const std::string name_field = "\"name\": \"" + original + "\"";
   const size_t name_at = manifest.find(name_field);

@@ -72,9 +72,8 @@ TEST_CASE("sdpa_fp16_wgmma compiles for sm_90a, and its source refuses plain sm_
   }
   const Problem problem = test::AttentionProblem(wgmma.manifest, 2, 8, 512, 512, 64, 0);
   const Genome defaults = DefaultGenome(wgmma.manifest);
-  const std::string source = InstantiateSource(wgmma, wgmma.manifest.kernel, &defaults, problem);
-  const CompileResult plain =
-      compiler.Compile({source, wgmma.manifest.kernel.source_path, "sm_90", {}});
+  const CompileResult plain = compiler.Compile(
+      TemplateCompileRequest(wgmma, wgmma.manifest.kernel, &defaults, problem, "sm_90"));
   CHECK_FALSE(plain.ok);
   CHECK(plain.log.find("needs sm_90a") != std::string::npos);
 }
@@ -100,8 +99,8 @@ TEST_CASE(
                    "q_smem + (ks / 4) * kBlockM * 128 + wg_row0 * 128 + (ks % 4) * 16");
   // V's 64-column blocks read as if adjacent: wrong from D = 128 on (one block at D = 64).
   WriteBrokenWgmma(dir.path(), "wgmma_v_block_stride",
-                   "smem_desc(v_tile + kk * 16 * 128, BLOCK_N * 128)",
-                   "smem_desc(v_tile + kk * 16 * 128, 1024)");
+                   "smem_desc_sw128(v_tile + kk * 16 * 128, BLOCK_N * 128)",
+                   "smem_desc_sw128(v_tile + kk * 16 * 128, 1024)");
   const TemplateLibrary library = TemplateLibrary::Load(
       {dir.path() / "wgmma_half_k_step", dir.path() / "wgmma_v_block_stride"});
   NvrtcCompiler compiler;

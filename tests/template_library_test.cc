@@ -2,7 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <map>
+#include <optional>
 
 #include "common/error.h"
 #include "kernel_templates/configuration.h"
@@ -99,6 +102,102 @@ TEST_CASE("instantiation defines the knobs and points messages at the template's
   const std::string reference = InstantiateSource(sdpa, sdpa.manifest.reference, nullptr, problem);
   CHECK(reference.find("#define BLOCK_M") == std::string::npos);
   CHECK(reference.find("#define HEAD_DIM 128\n") != std::string::npos);
+  // Arguments with a define name their dtype for the shared reference.
+  CHECK(reference.find("#define REF_Q EVO_DTYPE_F16\n") != std::string::npos);
+  CHECK(reference.find("#define REF_O EVO_DTYPE_F32\n") != std::string::npos);
+  CHECK(reference.find("#define REF_K_SCALE") == std::string::npos);
+  CHECK(source.find("REF_Q") == std::string::npos);
+
+  // Only the arguments present for the problem define theirs: Q is fp16 or e4m3 with a scale.
+  const KernelTemplate& fp8 = library.Find("sdpa_fp8");
+  Problem fp8_problem = DefaultProblem(fp8.manifest);
+  fp8_problem["Q_FP8"] = 0;
+  const std::string fp16_q = InstantiateSource(fp8, fp8.manifest.reference, nullptr, fp8_problem);
+  CHECK(fp16_q.find("#define REF_Q EVO_DTYPE_F16\n") != std::string::npos);
+  CHECK(fp16_q.find("#define REF_Q_SCALE") == std::string::npos);
+  CHECK(fp16_q.find("#define REF_K EVO_DTYPE_FP8E4M3\n") != std::string::npos);
+  CHECK(fp16_q.find("#define REF_K_SCALE EVO_DTYPE_F32\n") != std::string::npos);
+  fp8_problem["Q_FP8"] = 1;
+  const std::string e4m3_q = InstantiateSource(fp8, fp8.manifest.reference, nullptr, fp8_problem);
+  CHECK(e4m3_q.find("#define REF_Q EVO_DTYPE_FP8E4M3\n") != std::string::npos);
+  CHECK(e4m3_q.find("#define REF_Q_SCALE EVO_DTYPE_F32\n") != std::string::npos);
+}
+
+TEST_CASE("templates include the device library; the shipped ones share one attention reference",
+          "[templates]") {
+  CHECK(DeviceLibrary().contains("evo/core.cuh"));
+  CHECK(DeviceLibrary().contains("evo/attention_reference.cu"));
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  for (const char* name : {"sdpa_fp16", "sdpa_fp8", "sdpa_fp16_wgmma"}) {
+    INFO(name);
+    const KernelTemplate& shipped = library.Find(name);
+    CHECK(shipped.manifest.reference.source_path == "evo/attention_reference.cu");
+    CHECK(shipped.manifest.reference.entry == "attention_reference_f32");
+    std::vector<std::string> header_names;
+    for (const HeaderFile& header : shipped.headers) {
+      header_names.push_back(header.name);
+      CHECK(header.content == DeviceLibrary().at(header.name));
+    }
+    // Directly (the kernel), through another header (core.cuh through online_softmax.cuh) and
+    // through the reference (dtype.cuh).
+    for (const char* header : {"evo/online_softmax.cuh", "evo/core.cuh", "evo/dtype.cuh"}) {
+      CHECK(std::find(header_names.begin(), header_names.end(), header) != header_names.end());
+    }
+    CHECK(std::is_sorted(header_names.begin(), header_names.end()));
+  }
+}
+
+TEST_CASE("a template's version covers every header it includes, and nothing it does not",
+          "[templates]") {
+  const auto local = [](std::map<std::string, std::string> files) {
+    return [files](const std::string& name) -> std::optional<std::string> {
+      const auto it = files.find(name);
+      if (it == files.end()) return std::nullopt;
+      return it->second;
+    };
+  };
+  const std::vector<HeaderFile> headers = ResolveIncludes(
+      {{"k.cu",
+        "#include \"mine.cuh\"\n  #  include <evo/mma_sync.cuh>\n#include <cuda_fp16.h>\n"
+        "// #include \"evo/not_a_header.cuh\" is a comment\nint x;\n"}},
+      local({{"mine.cuh", "#include \"evo/online_softmax.cuh\"\n"}, {"unused.cuh", "x"}}));
+  std::vector<std::string> names;
+  for (const HeaderFile& header : headers) names.push_back(header.name);
+  // NVRTC's own cuda_fp16.h is left to NVRTC; an unused file of the folder is not a header.
+  CHECK(names == std::vector<std::string>{"evo/core.cuh", "evo/mma_sync.cuh",
+                                          "evo/online_softmax.cuh", "mine.cuh"});
+  CHECK_THROWS_WITH(ResolveIncludes({{"k.cu", "#include \"evo/missing.cuh\"\n"}}, local({})),
+                    Catch::Contains("k.cu includes \"evo/missing.cuh\", which is not in evo's "
+                                    "device library") &&
+                        Catch::Contains("evo/core.cuh"));
+  // A template folder cannot stand in for the device library.
+  const std::vector<HeaderFile> library_only =
+      ResolveIncludes({{"k.cu", "#include \"evo/core.cuh\"\n"}}, local({{"evo/core.cuh", "fake"}}));
+  REQUIRE(library_only.size() == 1);
+  CHECK(library_only[0].content == DeviceLibrary().at("evo/core.cuh"));
+
+  // A header the template includes changes its version when it changes (the device library's
+  // headers are hashed the same way); a file it does not include leaves the version as it is.
+  test::TempDir dir;
+  const std::string source = std::string("#include \"part.cuh\"\n") + kTinySource;
+  test::WriteTinyTemplate(dir.path(), "tiny_headers", source);
+  test::WriteFile(dir.path() / "part.cuh", "#define PART 1\n");
+  const std::string first = TemplateLibrary::Load({dir.path()}).Find("tiny_headers").source_hash;
+  test::WriteFile(dir.path() / "other.cuh", "#define OTHER 1\n");
+  CHECK(TemplateLibrary::Load({dir.path()}).Find("tiny_headers").source_hash == first);
+  test::WriteFile(dir.path() / "part.cuh", "#define PART 2\n");
+  const TemplateLibrary reloaded = TemplateLibrary::Load({dir.path()});
+  const KernelTemplate& changed = reloaded.Find("tiny_headers");
+  CHECK(changed.source_hash != first);
+  REQUIRE(changed.headers.size() == 1);
+  CHECK(changed.headers[0].name == "part.cuh");
+
+  test::TempDir broken;
+  test::WriteTinyTemplate(broken.path(), "tiny_broken",
+                          std::string("#include \"evo/no_such.cuh\"\n") + kTinySource);
+  CHECK_THROWS_WITH(
+      TemplateLibrary::Load({broken.path()}),
+      Catch::Contains("manifest.json") && Catch::Contains("tiny.cu includes \"evo/no_such.cuh\""));
 }
 
 TEST_CASE("configuration ids are stable and tell configurations apart", "[templates]") {

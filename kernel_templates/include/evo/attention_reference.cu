@@ -1,0 +1,140 @@
+// The FP32 reference of attention, shared by every attention template: O = softmax(scale Q K^T) V
+// per (batch, query head) with scale = 1/sqrt(D), causal (top-left aligned, as PyTorch's
+// is_causal) or not. Deliberately naive (plain loops, accurate expf, no tensor cores) so that it
+// is easy to trust; speed does not matter. Launch: grid (S_q, H, B), 128 threads (a multiple of
+// 32, at most 1024), S_kv * 4 bytes of dynamic shared memory.
+//
+// What differs between templates is a parameter:
+// - dtypes: the manifest's reference arguments define REF_Q, REF_K, REF_V (and REF_O, which must
+//   be f32) as their dtypes (evo/dtype.cuh);
+// - dequantization scales: REF_Q_SCALE, REF_K_SCALE, REF_V_SCALE, defined by f32 arguments of
+//   one scale per (batch, head) when the template has them; each then follows its tensor in the
+//   signature and multiplies its elements;
+// - layout: every tensor's element strides of batch, head and row (the head dimension is
+//   contiguous), so [B, H, S, D] and [B, S, H, D] alike;
+// - grouped heads: query head h reads K and V head h / (H / H_kv).
+// HEAD_DIM and IS_CAUSAL are the problem's defines.
+
+#include "evo/core.cuh"
+#include "evo/dtype.cuh"
+
+#if !defined(HEAD_DIM) || !defined(IS_CAUSAL)
+#error "attention_reference.cu needs HEAD_DIM and IS_CAUSAL defined"
+#endif
+#if !defined(REF_Q) || !defined(REF_K) || !defined(REF_V) || !defined(REF_O)
+#error \
+    "attention_reference.cu needs arguments Q, K, V and O with defines REF_Q, REF_K, REF_V, REF_O"
+#endif
+static_assert(HEAD_DIM > 0, "HEAD_DIM must be positive");
+static_assert(IS_CAUSAL == 0 || IS_CAUSAL == 1, "IS_CAUSAL must be 0 or 1");
+static_assert(REF_O == EVO_DTYPE_F32, "the reference writes an f32 output");
+
+namespace attention_reference {
+
+typedef evo::Dtype<REF_Q> QType;
+typedef evo::Dtype<REF_K> KType;
+typedef evo::Dtype<REF_V> VType;
+
+// Reduction over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets
+// the result.
+template <bool kMax>
+__device__ float block_reduce(float v, float* partial) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, offset);
+    v = kMax ? fmaxf(v, o) : v + o;
+  }
+  const int warp = threadIdx.x / 32;
+  const int num_warps = blockDim.x / 32;
+  if (threadIdx.x % 32 == 0) partial[warp] = v;
+  __syncthreads();
+  float r = partial[0];
+  for (int w = 1; w < num_warps; ++w) r = kMax ? fmaxf(r, partial[w]) : r + partial[w];
+  __syncthreads();  // partial is reused by the next reduction
+  return r;
+}
+
+}  // namespace attention_reference
+
+extern "C" __global__ void attention_reference_f32(
+    const attention_reference::QType::Storage* __restrict__ Q,
+#ifdef REF_Q_SCALE
+    const float* __restrict__ Q_scale,
+#endif
+    const attention_reference::KType::Storage* __restrict__ K,
+#ifdef REF_K_SCALE
+    const float* __restrict__ K_scale,
+#endif
+    const attention_reference::VType::Storage* __restrict__ V,
+#ifdef REF_V_SCALE
+    const float* __restrict__ V_scale,
+#endif
+    float* __restrict__ O, int B, int H, int H_kv, int S_q, int S_kv, long long q_stride_b,
+    long long q_stride_h, long long q_stride_s, long long k_stride_b, long long k_stride_h,
+    long long k_stride_s, long long v_stride_b, long long v_stride_h, long long v_stride_s,
+    long long o_stride_b, long long o_stride_h, long long o_stride_s) {
+  using attention_reference::KType;
+  using attention_reference::QType;
+  using attention_reference::VType;
+  extern __shared__ float scores[];  // S_kv entries
+  __shared__ float partial[32];
+
+  const int i = blockIdx.x;  // query row
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  if (i >= S_q || h >= H || b >= B || H_kv < 1 || H % H_kv != 0) return;
+  const int h_kv = h / (H / H_kv);
+  const QType::Storage* q = Q + b * q_stride_b + h * q_stride_h + i * q_stride_s;
+  const KType::Storage* k = K + b * k_stride_b + h_kv * k_stride_h;
+  const VType::Storage* v = V + b * v_stride_b + h_kv * v_stride_h;
+  float* o = O + b * o_stride_b + h * o_stride_h + i * o_stride_s;
+#ifdef REF_Q_SCALE
+  const float q_scale = Q_scale[b * H + h];
+#else
+  const float q_scale = 1.f;
+#endif
+#ifdef REF_K_SCALE
+  const float k_scale = K_scale[b * H_kv + h_kv];
+#else
+  const float k_scale = 1.f;
+#endif
+#ifdef REF_V_SCALE
+  const float v_scale = V_scale[b * H_kv + h_kv];
+#else
+  const float v_scale = 1.f;
+#endif
+  const float scale = 1.0f / sqrtf(static_cast<float>(HEAD_DIM));
+
+  float local_max = evo::neg_inf();
+  for (int j = threadIdx.x; j < S_kv; j += blockDim.x) {
+    float s = evo::neg_inf();
+    if (!IS_CAUSAL || j <= i) {
+      float dot = 0.f;
+      for (int d = 0; d < HEAD_DIM; ++d) {
+        dot +=
+            (QType::to_float(q[d]) * q_scale) * (KType::to_float(k[j * k_stride_s + d]) * k_scale);
+      }
+      s = scale * dot;
+    }
+    scores[j] = s;
+    local_max = fmaxf(local_max, s);
+  }
+  // Key 0 is visible to every row, so the maximum is finite.
+  const float row_max = attention_reference::block_reduce<true>(local_max, partial);
+
+  float local_sum = 0.f;
+  for (int j = threadIdx.x; j < S_kv; j += blockDim.x) {
+    const float p = expf(scores[j] - row_max);
+    scores[j] = p;
+    local_sum += p;
+  }
+  // The reduction's barrier also publishes every thread's p_j in scores.
+  const float row_sum = attention_reference::block_reduce<false>(local_sum, partial);
+
+  for (int d = threadIdx.x; d < HEAD_DIM; d += blockDim.x) {
+    float acc = 0.f;
+    for (int j = 0; j < S_kv; ++j) {
+      acc += scores[j] * (VType::to_float(v[j * v_stride_s + d]) * v_scale);
+    }
+    o[d] = acc / row_sum;
+  }
+}
