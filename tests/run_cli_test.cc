@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/files.h"
+#include "evaluator/nvrtc_compiler.h"
 #include "evaluator/subprocess.h"
 #include "kernel_templates/template_library.h"
 #include "population/store.h"
@@ -325,6 +326,22 @@ TEST_CASE("evo export writes a cubin, its source and a launch description", "[cl
   // 2 * 8 heads * 4 m-tiles of 128 rows, or fewer CTAs looping.
   CHECK(launch["grid"][0] == "min(64, (NUM_SMS * CTAS_PER_SM))");
   CHECK(launch.contains("grid_bindings"));
+
+  // The headers the source includes are exported under their include names, so the source
+  // compiles elsewhere as it did here (NVRTC given the folder's files, or nvcc -I the folder).
+  REQUIRE(launch["headers"].size() == sdpa.headers.size());
+  CompileRequest request{*TryReadFile(out / "sdpa_fp16.cu"), "sdpa_fp16.cu", "sm_90", {}, {}};
+  for (const auto& name : launch["headers"]) {
+    const std::optional<std::string> header = TryReadFile(out / name.get<std::string>());
+    REQUIRE(header);
+    CHECK(*header == DeviceLibrary().at(name.get<std::string>()));
+    request.headers.emplace_back(name.get<std::string>(), *header);
+  }
+  NvrtcCompiler compiler;
+  const CompileResult recompiled = compiler.Compile(request);
+  INFO(recompiled.log);
+  CHECK(recompiled.ok);
+  CHECK(FindKernel(recompiled.kernels, "sdpa_fp16_fwd") != nullptr);
 }
 
 TEST_CASE("evo export of an sdpa_fp8 candidate with an e4m3 Q lists the arguments it takes",
