@@ -171,8 +171,9 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
     // Makes tile j visible to all warps and guarantees every warp is done with tile j-1, whose
     // stage the prefetch below overwrites.
     __syncthreads();
-    evo::CpAsyncRing<STAGES>::prefetch(j, num_kv_tiles,
-                                       read_stage == 0 ? STAGES - 1 : read_stage - 1, load_kv);
+    evo::CpAsyncRing<STAGES>::prefetch(j, num_kv_tiles, load_kv, [&](int) {
+      return read_stage == 0 ? STAGES - 1 : read_stage - 1;
+    });
 #endif
 
     const int n_start = j * BLOCK_N;

@@ -120,7 +120,7 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
     // Tile j is visible to the tensor cores of every warpgroup, and every warpgroup has
     // finished (wgmma.wait_group 0) reading stage (j-1) % STAGES, which the prefetch overwrites.
     __syncthreads();
-    evo::CpAsyncRing<STAGES>::prefetch(j, num_kv_tiles, (j + STAGES - 1) % STAGES, load_kv);
+    evo::CpAsyncRing<STAGES>::prefetch(j, num_kv_tiles, load_kv);
 
     const int n_start = j * BLOCK_N;
     // Warpgroup-uniform (wgmma needs all four warps): under causal masking a warpgroup whose

@@ -189,7 +189,7 @@ __device__ __forceinline__ void attention_tile(
     // j-1 (which the dequantization below overwrites) and with stage (j-1) % STAGES, dequantized
     // last iteration (which the prefetch below overwrites).
     __syncthreads();
-    evo::CpAsyncRing<STAGES>::prefetch(j, num_kv_tiles, (j + STAGES - 1) % STAGES, load_kv);
+    evo::CpAsyncRing<STAGES>::prefetch(j, num_kv_tiles, load_kv);
     if constexpr (!QK_FP8_MMA) {
       dequantize_tile<BLOCK_N>(k8_smem + stage * kFp8TileBytes, k_tile, tid);
     }
