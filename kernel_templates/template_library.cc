@@ -45,6 +45,11 @@ std::string HashTemplate(std::string_view manifest_text, const Manifest& manifes
 
 bool NamesDeviceLibrary(std::string_view name) { return name.starts_with(kDeviceLibraryPrefix); }
 
+// Whether a relative name stays inside the template's folder (no absolute path, no "..").
+bool InsideTemplateFolder(const std::string& relative) {
+  return !std::filesystem::path(relative).is_absolute() && relative.find("..") == std::string::npos;
+}
+
 // The include names of `source`'s #include lines, in order ("..." and <...> alike).
 std::vector<std::string> IncludedNames(std::string_view source) {
   std::vector<std::string> names;
@@ -83,15 +88,9 @@ KernelTemplate LoadTemplate(std::string_view manifest_text, const std::string& l
   KernelTemplate loaded{ParseManifest(manifest_text, manifest_origin, read_source), origin, {}, ""};
   const Manifest& manifest = loaded.manifest;
   try {
-    loaded.headers = ResolveIncludes(
-        {{manifest.kernel.source_path, manifest.kernel.source},
-         {manifest.reference.source_path, manifest.reference.source}},
-        [&](const std::string& name) -> std::optional<std::string> {
-          if (std::filesystem::path(name).is_absolute() || name.find("..") != std::string::npos) {
-            return std::nullopt;
-          }
-          return read_local(name);
-        });
+    loaded.headers = ResolveIncludes({{manifest.kernel.source_path, manifest.kernel.source},
+                                      {manifest.reference.source_path, manifest.reference.source}},
+                                     read_local);
   } catch (const Error& error) {
     throw Error(manifest_origin + ": " + error.what());
   }
@@ -163,7 +162,7 @@ std::string ReadManifestSource(
     }
     return found->second;
   }
-  if (std::filesystem::path(relative).is_absolute() || relative.find("..") != std::string::npos) {
+  if (!InsideTemplateFolder(relative)) {
     throw Error("'" + relative + "' must be a path inside the template's folder");
   }
   std::optional<std::string> text = read_local(relative);
@@ -193,7 +192,7 @@ std::vector<HeaderFile> ResolveIncludes(
                       known + ")");
         }
         content = library_file->second;
-      } else {
+      } else if (InsideTemplateFolder(name)) {
         content = read_local(name);
       }
       if (!content) continue;  // NVRTC's own (cuda_fp16.h, ...) or a compile error it reports
