@@ -59,12 +59,16 @@ DeviceBuffer::~DeviceBuffer() {
   if (pointer_ != 0) Driver().MemFree(pointer_);
 }
 
-void DeviceBuffer::Upload(const void* data, size_t bytes) {
-  CheckCuda(Driver().MemcpyHtoD(pointer_, data, bytes), "cuMemcpyHtoD");
+void DeviceSpan::Upload(const void* data, size_t count) const {
+  if (count > bytes)
+    throw Error("an upload of " + std::to_string(count) + " bytes into " + std::to_string(bytes));
+  CheckCuda(Driver().MemcpyHtoD(pointer, data, count), "cuMemcpyHtoD");
 }
 
-void DeviceBuffer::Download(void* data, size_t bytes) const {
-  CheckCuda(Driver().MemcpyDtoH(data, pointer_, bytes), "cuMemcpyDtoH");
+void DeviceSpan::Download(void* data, size_t count) const {
+  if (count > bytes)
+    throw Error("a download of " + std::to_string(count) + " bytes from " + std::to_string(bytes));
+  CheckCuda(Driver().MemcpyDtoH(data, pointer, count), "cuMemcpyDtoH");
 }
 
 Stream::Stream() {

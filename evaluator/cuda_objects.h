@@ -42,6 +42,16 @@ class Module {
   CUmodule module_ = nullptr;
 };
 
+// Bytes of device memory that something else owns (a buffer, or a tensor inside its guarded
+// allocation).
+struct DeviceSpan {
+  CUdeviceptr pointer = 0;
+  size_t bytes = 0;
+
+  void Upload(const void* data, size_t count) const;
+  void Download(void* data, size_t count) const;
+};
+
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -54,8 +64,9 @@ class DeviceBuffer {
 
   CUdeviceptr get() const { return pointer_; }
   size_t bytes() const { return bytes_; }
-  void Upload(const void* data, size_t bytes);
-  void Download(void* data, size_t bytes) const;
+  DeviceSpan span() const { return {pointer_, bytes_}; }
+  void Upload(const void* data, size_t bytes) { span().Upload(data, bytes); }
+  void Download(void* data, size_t bytes) const { span().Download(data, bytes); }
 
  private:
   CUdeviceptr pointer_ = 0;

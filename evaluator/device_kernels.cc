@@ -67,6 +67,68 @@ extern "C" __global__ void evo_fill_uniform_f32(float* out, unsigned long long n
   }
 }
 
+// Guard zones: byte i of a guard holds a byte of evo_mix(salt + i), which no kernel writes by
+// accident; the check counts the bytes that differ.
+__device__ __forceinline__ unsigned char evo_guard_byte(unsigned long long salt,
+                                                        unsigned long long i) {
+  return (unsigned char)(evo_mix(salt + i) >> 24);
+}
+
+extern "C" __global__ void evo_fill_guard(unsigned char* guard, unsigned long long n,
+                                          unsigned long long salt) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    guard[i] = evo_guard_byte(salt, i);
+  }
+}
+
+__device__ __forceinline__ void evo_add_warp(unsigned long long value, unsigned long long* total) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  }
+  if (threadIdx.x % 32 == 0 && value != 0) atomicAdd(total, value);
+}
+
+extern "C" __global__ void evo_check_guard(const unsigned char* guard, unsigned long long n,
+                                           unsigned long long salt, unsigned long long* changed) {
+  unsigned long long count = 0;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    count += guard[i] != evo_guard_byte(salt, i);
+  }
+  evo_add_warp(count, changed);
+}
+
+// A checksum of a tensor's bytes: the sum (mod 2^64) of a mix of each 8-byte word with its
+// position, so that any change to any byte changes it but for a 2^-64 chance. `data` is 8-byte
+// aligned; the bytes past the last whole word are mixed one by one.
+extern "C" __global__ void evo_checksum(const unsigned char* data, unsigned long long bytes,
+                                        unsigned long long* sum) {
+  const unsigned long long words = bytes / 8;
+  const unsigned long long* w = (const unsigned long long*)data;
+  unsigned long long total = 0;
+  const unsigned long long start = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+  const unsigned long long step = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = start; i < words; i += step) total += evo_mix(w[i] ^ evo_mix(i));
+  for (unsigned long long i = words * 8 + start; i < bytes; i += step) {
+    total += evo_mix(data[i] ^ evo_mix(~i));
+  }
+  evo_add_warp(total, sum);
+}
+
+// The SM clock in kHz over about `spin_ns`: SM cycles against the global timer (ns). Launched
+// right after timed launches, it reads the clock the GPU ran them at.
+extern "C" __global__ void evo_clock_probe(unsigned long long spin_ns, double* khz) {
+  unsigned long long t0, t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const long long c0 = clock64();
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  } while (t1 - t0 < spin_ns);
+  const long long c1 = clock64();
+  if (threadIdx.x == 0) *khz = (double)(c1 - c0) / (double)(t1 - t0) * 1e6;
+}
+
 struct EvoCompareStats {
   double sum_abs_error;
   unsigned long long over;
@@ -147,10 +209,10 @@ unsigned GridFor(int64_t elements) {
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 4096));
 }
 
-// Launches a fill kernel of the signature (out, n, seed, extra...) over `elements` values.
-void LaunchFill(CUfunction fill, const DeviceBuffer& buffer, int64_t elements, uint64_t seed,
+// Launches a kernel of the signature (memory, n, seed, extra...) over `elements` values.
+void LaunchFill(CUfunction fill, const DeviceSpan& memory, int64_t elements, uint64_t seed,
                 const std::vector<void*>& extra, const Stream& stream) {
-  CUdeviceptr pointer = buffer.get();
+  CUdeviceptr pointer = memory.pointer;
   auto count = static_cast<unsigned long long>(elements);
   unsigned long long seed_value = seed;
   std::vector<void*> args = {&pointer, &count, &seed_value};
@@ -185,21 +247,25 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
   fill_uniform_f32_ = module_->Function("evo_fill_uniform_f32");
   compare_f16_ = module_->Function("evo_compare_f16");
   compare_f32_ = module_->Function("evo_compare_f32");
+  fill_guard_ = module_->Function("evo_fill_guard");
+  check_guard_ = module_->Function("evo_check_guard");
+  checksum_ = module_->Function("evo_checksum");
+  clock_probe_ = module_->Function("evo_clock_probe");
 }
 
-void DeviceKernels::FillNormal(const DeviceBuffer& buffer, const std::string& dtype,
-                               int64_t elements, uint64_t seed, const Stream& stream) const {
+void DeviceKernels::FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
+                               uint64_t seed, const Stream& stream) const {
   CheckDtype(dtype, true);
   const CUfunction fill = dtype == "f16"   ? fill_normal_f16_
                           : dtype == "f32" ? fill_normal_f32_
                                            : fill_normal_fp8e4m3_;
-  LaunchFill(fill, buffer, elements, seed, {}, stream);
+  LaunchFill(fill, memory, elements, seed, {}, stream);
 }
 
 void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed,
                               const Stream& stream) const {
   if (!tensor.uniform) {
-    FillNormal(tensor.buffer, tensor.dtype, tensor.elements, seed, stream);
+    FillNormal(tensor.data(), tensor.dtype, tensor.elements, seed, stream);
     return;
   }
   if (tensor.dtype != "f32") {
@@ -207,44 +273,43 @@ void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed,
   }
   auto lo = static_cast<float>(tensor.uniform->first);
   auto hi = static_cast<float>(tensor.uniform->second);
-  LaunchFill(fill_uniform_f32_, tensor.buffer, tensor.elements, seed, {&lo, &hi}, stream);
+  LaunchFill(fill_uniform_f32_, tensor.data(), tensor.elements, seed, {&lo, &hi}, stream);
 }
 
-void DeviceKernels::PoisonWithNaN(const DeviceBuffer& buffer, const std::string& dtype,
+void DeviceKernels::PoisonWithNaN(const DeviceSpan& memory, const std::string& dtype,
                                   int64_t elements, const Stream& stream) const {
   CheckDtype(dtype, true);
   const DriverApi& api = Driver();
+  const CUdeviceptr start = memory.pointer;
   if (dtype == "fp8e4m3") {
-    CheckCuda(api.MemsetD8Async(buffer.get(), 0x7f, static_cast<size_t>(elements), stream.get()),
+    CheckCuda(api.MemsetD8Async(start, 0x7f, static_cast<size_t>(elements), stream.get()),
               "cuMemsetD8Async");
   } else if (dtype == "f16") {
     // Two quiet fp16 NaNs per 32-bit word, and a last one for an odd count.
     const auto words = static_cast<size_t>(elements / 2);
     if (words > 0) {
-      CheckCuda(api.MemsetD32Async(buffer.get(), 0x7e007e00u, words, stream.get()),
-                "cuMemsetD32Async");
+      CheckCuda(api.MemsetD32Async(start, 0x7e007e00u, words, stream.get()), "cuMemsetD32Async");
     }
     if (elements % 2 != 0) {
-      const CUdeviceptr last = buffer.get() + static_cast<CUdeviceptr>(words * 4);
+      const CUdeviceptr last = start + static_cast<CUdeviceptr>(words * 4);
       CheckCuda(api.MemsetD8Async(last, 0x00, 1, stream.get()), "cuMemsetD8Async");
       CheckCuda(api.MemsetD8Async(last + 1, 0x7e, 1, stream.get()), "cuMemsetD8Async");
     }
   } else {
-    CheckCuda(
-        api.MemsetD32Async(buffer.get(), 0x7fc00000u, static_cast<size_t>(elements), stream.get()),
-        "cuMemsetD32Async");
+    CheckCuda(api.MemsetD32Async(start, 0x7fc00000u, static_cast<size_t>(elements), stream.get()),
+              "cuMemsetD32Async");
   }
 }
 
-ComparisonStats DeviceKernels::Compare(const DeviceBuffer& output, const std::string& dtype,
-                                       const DeviceBuffer& reference, int64_t elements, double atol,
+ComparisonStats DeviceKernels::Compare(const DeviceSpan& output, const std::string& dtype,
+                                       const DeviceSpan& reference, int64_t elements, double atol,
                                        double rtol, const Stream& stream) const {
   CheckDtype(dtype);
   DeviceBuffer stats_buffer(sizeof(CompareStatsBuffer));
   CompareStatsBuffer stats{};
   stats_buffer.Upload(&stats, sizeof(stats));
-  CUdeviceptr out = output.get();
-  CUdeviceptr ref = reference.get();
+  CUdeviceptr out = output.pointer;
+  CUdeviceptr ref = reference.pointer;
   CUdeviceptr stats_pointer = stats_buffer.get();
   auto count = static_cast<unsigned long long>(elements);
   auto atol_value = static_cast<float>(atol);
@@ -268,6 +333,103 @@ ComparisonStats DeviceKernels::Compare(const DeviceBuffer& output, const std::st
   const int64_t finite = elements - result.non_finite;
   result.mean_abs_error = finite > 0 ? stats.sum_abs_error / static_cast<double>(finite) : 0;
   return result;
+}
+
+namespace {
+
+// Distinct patterns before and after a tensor, so that a guard copied onto the other fails.
+uint64_t GuardSalt(GuardSide side) {
+  return side == GuardSide::kBefore ? 0x6775617264ull : 0x7461696cull;
+}
+
+// Launches `function` (memory, n, salt or nothing, counter) over `memory`'s bytes.
+void LaunchOverBytes(CUfunction function, const DeviceSpan& memory, std::vector<void*> extra,
+                     const Stream& stream) {
+  CUdeviceptr pointer = memory.pointer;
+  auto count = static_cast<unsigned long long>(memory.bytes);
+  std::vector<void*> args = {&pointer, &count};
+  args.insert(args.end(), extra.begin(), extra.end());
+  LaunchShape shape;
+  shape.grid[0] = GridFor(static_cast<int64_t>(std::max<size_t>(memory.bytes / 8, 1)));
+  shape.block[0] = kThreads;
+  Launch(function, shape, stream, args);
+}
+
+// Counters on the device, zeroed, read back after a stream's work with one copy.
+class DeviceCounters {
+ public:
+  DeviceCounters(size_t count, const Stream& stream)
+      : buffer_(std::max<size_t>(count, 1) * 8), count_(count) {
+    CheckCuda(
+        Driver().MemsetD32Async(buffer_.get(), 0, std::max<size_t>(count, 1) * 2, stream.get()),
+        "cuMemsetD32Async");
+  }
+  CUdeviceptr at(size_t i) const { return buffer_.get() + i * 8; }
+  std::vector<uint64_t> Read(const Stream& stream) const {
+    stream.Synchronize();
+    std::vector<uint64_t> values(count_);
+    if (count_ > 0) buffer_.Download(values.data(), count_ * 8);
+    return values;
+  }
+
+ private:
+  DeviceBuffer buffer_;
+  size_t count_;
+};
+
+}  // namespace
+
+void DeviceKernels::FillGuards(const std::vector<DeviceTensor*>& tensors,
+                               const Stream& stream) const {
+  for (const DeviceTensor* tensor : tensors) {
+    for (GuardSide side : {GuardSide::kBefore, GuardSide::kAfter}) {
+      unsigned long long salt = GuardSalt(side);
+      LaunchOverBytes(fill_guard_, tensor->guard(side), {&salt}, stream);
+    }
+  }
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> DeviceKernels::ChangedGuardBytes(
+    const std::vector<DeviceTensor*>& tensors, const Stream& stream) const {
+  const DeviceCounters counters(tensors.size() * 2, stream);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    for (GuardSide side : {GuardSide::kBefore, GuardSide::kAfter}) {
+      unsigned long long salt = GuardSalt(side);
+      CUdeviceptr counter = counters.at(2 * t + (side == GuardSide::kAfter ? 1 : 0));
+      LaunchOverBytes(check_guard_, tensors[t]->guard(side), {&salt, &counter}, stream);
+    }
+  }
+  const std::vector<uint64_t> counts = counters.Read(stream);
+  std::vector<std::pair<uint64_t, uint64_t>> changed;
+  for (size_t t = 0; t < tensors.size(); ++t)
+    changed.emplace_back(counts[2 * t], counts[2 * t + 1]);
+  return changed;
+}
+
+std::vector<uint64_t> DeviceKernels::Checksums(const std::vector<DeviceTensor*>& tensors,
+                                               const Stream& stream) const {
+  const DeviceCounters sums(tensors.size(), stream);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    CUdeviceptr sum = sums.at(t);
+    LaunchOverBytes(checksum_, tensors[t]->data(), {&sum}, stream);
+  }
+  return sums.Read(stream);
+}
+
+void DeviceKernels::EnqueueClockProbe(const DeviceBuffer& result, double spin_us,
+                                      const Stream& stream) const {
+  CUdeviceptr pointer = result.get();
+  auto spin_ns = static_cast<unsigned long long>(spin_us * 1000);
+  std::vector<void*> args = {&spin_ns, &pointer};
+  LaunchShape shape;
+  shape.block[0] = 32;
+  Launch(clock_probe_, shape, stream, args);
+}
+
+double DeviceKernels::ReadClockMhz(const DeviceBuffer& result) {
+  double khz = 0;
+  result.Download(&khz, sizeof(khz));
+  return khz / 1000;
 }
 
 }  // namespace evo

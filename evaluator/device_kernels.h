@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "evaluator/compiler.h"
 #include "evaluator/cuda_objects.h"
@@ -30,19 +32,33 @@ class DeviceKernels {
  public:
   DeviceKernels(Compiler& compiler, const std::string& arch);
 
-  // Fills `elements` values of dtype "f16", "f32" or "fp8e4m3" at `buffer` with N(0,1) draws
+  // Fills `elements` values of dtype "f16", "f32" or "fp8e4m3" at `memory` with N(0,1) draws
   // (rounded to nearest even in the dtype).
-  void FillNormal(const DeviceBuffer& buffer, const std::string& dtype, int64_t elements,
+  void FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
                   uint64_t seed, const Stream& stream) const;
   // An input as its manifest asks: N(0,1), or uniform in [lo, hi) where it says "uniform".
   void FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream) const;
   // Writes NaN into every element, so that an element the kernel never writes fails the gate.
-  void PoisonWithNaN(const DeviceBuffer& buffer, const std::string& dtype, int64_t elements,
+  void PoisonWithNaN(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
                      const Stream& stream) const;
   // Compares `output` (dtype "f16" or "f32") with an f32 reference.
-  ComparisonStats Compare(const DeviceBuffer& output, const std::string& dtype,
-                          const DeviceBuffer& reference, int64_t elements, double atol, double rtol,
+  ComparisonStats Compare(const DeviceSpan& output, const std::string& dtype,
+                          const DeviceSpan& reference, int64_t elements, double atol, double rtol,
                           const Stream& stream) const;
+
+  // Writes the guard pattern around each tensor (kernel_arguments.h: kGuardBytes each side).
+  void FillGuards(const std::vector<DeviceTensor*>& tensors, const Stream& stream) const;
+  // For each tensor, the bytes of its guards that no longer hold the pattern: before, after.
+  std::vector<std::pair<uint64_t, uint64_t>> ChangedGuardBytes(
+      const std::vector<DeviceTensor*>& tensors, const Stream& stream) const;
+  // A checksum of each tensor's bytes (equal checksums: unchanged, but for a 2^-64 chance).
+  std::vector<uint64_t> Checksums(const std::vector<DeviceTensor*>& tensors,
+                                  const Stream& stream) const;
+
+  // Enqueues a kernel that measures the SM clock for about `spin_us` into `result` (8 bytes);
+  // ReadClockMhz reads it once the stream has passed it.
+  void EnqueueClockProbe(const DeviceBuffer& result, double spin_us, const Stream& stream) const;
+  static double ReadClockMhz(const DeviceBuffer& result);
 
  private:
   std::unique_ptr<Module> module_;
@@ -52,6 +68,10 @@ class DeviceKernels {
   CUfunction fill_uniform_f32_ = nullptr;
   CUfunction compare_f16_ = nullptr;
   CUfunction compare_f32_ = nullptr;
+  CUfunction fill_guard_ = nullptr;
+  CUfunction check_guard_ = nullptr;
+  CUfunction checksum_ = nullptr;
+  CUfunction clock_probe_ = nullptr;
 };
 
 // The CUDA source of the helpers, for tests that compile it on machines without a GPU.

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 
 #include "common/error.h"
 #include "evaluator/compile_gate.h"
 #include "evaluator/cuda_errors.h"
 #include "evaluator/cuda_objects.h"
 #include "evaluator/kernel_arguments.h"
+#include "evaluator/reference_cache.h"
 
 namespace evo {
 namespace {
@@ -60,20 +63,52 @@ std::vector<Problem> CheckProblems(const Manifest& manifest, const Problem& task
   return problems;
 }
 
+// The reference outputs of one check problem and seed, kept on the GPU between candidates.
+struct ReferenceOutputs {
+  std::map<std::string, std::shared_ptr<DeviceTensor>> tensors;  // by output name
+  double ms = 0;                                                 // the run that made them
+};
+
+size_t OutputBytes(const KernelArguments& args) {
+  size_t bytes = 0;
+  for (const DeviceTensor* output : args.Outputs()) bytes += output->allocation.bytes();
+  return bytes;
+}
+
+// "O: 2 bytes after it changed" for each tensor whose guards changed, joined; empty when none.
+std::string GuardReport(const std::vector<DeviceTensor*>& tensors,
+                        const std::vector<std::pair<uint64_t, uint64_t>>& changed) {
+  std::string report;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    for (const auto& [bytes, side] :
+         {std::pair{changed[t].first, "before"}, std::pair{changed[t].second, "after"}}) {
+      if (bytes == 0) continue;
+      report += (report.empty() ? "" : "; ") + tensors[t]->name + ": " + std::to_string(bytes) +
+                " byte" + (bytes == 1 ? "" : "s") + " of the guard zone " + side +
+                " it changed (a write outside the tensor)";
+    }
+  }
+  return report;
+}
+
 }  // namespace
 
 struct GpuGates::State {
-  State(int ordinal, Compiler& compiler, const std::string& arch)
-      : context(ordinal), kernels(compiler, arch) {}
+  State(int ordinal, Compiler& compiler, const std::string& arch, size_t reference_budget)
+      : context(ordinal), kernels(compiler, arch), references(reference_budget) {}
   Context context;  // first: everything below needs it current
   DeviceKernels kernels;
   Stream stream;
   DeviceBuffer l2_flush;
+  DeviceBuffer clock;
+  LruCache<ReferenceOutputs> references;
 };
 
 GpuGates::GpuGates(int device_ordinal, Compiler& compiler)
     : device_(QueryDevices().at(static_cast<size_t>(device_ordinal))), compiler_(compiler) {
-  state_ = std::make_unique<State>(device_ordinal, compiler, device_.arch());
+  // A quarter of the GPU's memory holds reference outputs; the rest is the candidates'.
+  state_ = std::make_unique<State>(device_ordinal, compiler, device_.arch(),
+                                   static_cast<size_t>(device_.global_memory_bytes / 4));
 }
 
 GpuGates::~GpuGates() = default;
@@ -95,7 +130,7 @@ void GpuGates::HealthCheck(const KernelTemplate& kernel_template) {
     state.kernels.FillInput(*inputs[i], i, state.stream);
   }
   for (DeviceTensor* output : args.Outputs()) {
-    state.kernels.PoisonWithNaN(output->buffer, output->dtype, output->elements, state.stream);
+    state.kernels.PoisonWithNaN(output->data(), output->dtype, output->elements, state.stream);
   }
   Launch(function, ResolveLaunch(manifest.reference, bindings, function, device_.sm_count),
          state.stream, args.pointers());
@@ -103,7 +138,7 @@ void GpuGates::HealthCheck(const KernelTemplate& kernel_template) {
   for (DeviceTensor* output : args.Outputs()) {
     // Compared with itself, an output passes exactly when every element is finite.
     const ComparisonStats stats = state.kernels.Compare(
-        output->buffer, output->dtype, output->buffer, output->elements, 1, 0, state.stream);
+        output->data(), output->dtype, output->data(), output->elements, 1, 0, state.stream);
     if (!stats.passed()) {
       throw Error("health check: the reference kernel left " + std::to_string(stats.non_finite) +
                   " elements of " + output->name + " not finite");
@@ -111,73 +146,172 @@ void GpuGates::HealthCheck(const KernelTemplate& kernel_template) {
   }
 }
 
+// The reference kernel of one task, compiled when first needed: a candidate whose reference
+// outputs are all cached never loads it.
+class GpuGates::Reference {
+ public:
+  Reference(GpuGates& gates, const KernelTemplate& kernel_template, const Problem& problem)
+      : gates_(gates), kernel_template_(kernel_template), problem_(problem) {}
+
+  // The reference outputs for check problem `index` and `seed`, whose inputs `args` holds
+  // (filled for that seed): from the cache, or made now by running the reference kernel.
+  const ReferenceOutputs& Outputs(const KernelArguments& args, const Problem& check_problem,
+                                  size_t index, int seed) {
+    const Manifest& manifest = kernel_template_.manifest;
+    const ArchInfo arch = gates_.device_.arch_info();
+    State& state = *gates_.state_;
+    const std::string key = ReferenceKey(kernel_template_, check_problem, index, seed, arch);
+    if (const ReferenceOutputs* cached = state.references.Find(key)) return *cached;
+    if (!module_) {
+      const CompileResult compiled = gates_.compiler_.Compile(TemplateCompileRequest(
+          kernel_template_, manifest.reference, nullptr, problem_, arch.name));
+      if (!compiled.ok) {
+        throw Error("the reference kernel of " + manifest.name + " does not compile:\n" +
+                    compiled.log);
+      }
+      module_ = std::make_unique<Module>(compiled.cubin);
+      function_ = module_->Function(manifest.reference.entry);
+    }
+    const Bindings bindings =
+        CompileBindings(manifest, DefaultGenome(manifest), check_problem, arch);
+    KernelArguments reference_args(manifest.reference, bindings, &args);
+    for (DeviceTensor* output : reference_args.Outputs()) {
+      state.kernels.PoisonWithNaN(output->data(), output->dtype, output->elements, state.stream);
+    }
+    Event start;
+    Event stop;
+    start.Record(state.stream);
+    Launch(function_,
+           ResolveLaunch(manifest.reference, bindings, function_, gates_.device_.sm_count),
+           state.stream, reference_args.pointers());
+    stop.Record(state.stream);
+    stop.Synchronize();
+    ReferenceOutputs made;
+    made.ms = stop.ElapsedSince(start);
+    for (DeviceTensor* output : reference_args.Outputs()) {
+      made.tensors[output->name] = reference_args.Shared(output->name);
+    }
+    ReferenceOutputs* kept = state.references.Insert(key, made, OutputBytes(reference_args));
+    if (kept != nullptr) return *kept;
+    // Too large to keep: valid until the next call, which is all the caller needs.
+    uncached_ = std::move(made);
+    return uncached_;
+  }
+
+ private:
+  GpuGates& gates_;
+  const KernelTemplate& kernel_template_;
+  Problem problem_;
+  std::unique_ptr<Module> module_;
+  CUfunction function_ = nullptr;
+  ReferenceOutputs uncached_;
+};
+
+ReferenceTiming GpuGates::PrepareReference(const KernelTemplate& kernel_template,
+                                           const Problem& problem) {
+  const Manifest& manifest = kernel_template.manifest;
+  const ArchInfo arch = device_.arch_info();
+  State& state = *state_;
+  Reference reference(*this, kernel_template, problem);
+  const std::vector<Problem> problems = CheckProblems(manifest, problem);
+  ReferenceTiming timing;
+  for (size_t p = 0; p < problems.size(); ++p) {
+    const Bindings bindings = CompileBindings(manifest, DefaultGenome(manifest), problems[p], arch);
+    const KernelArguments args(manifest.kernel, bindings);
+    for (int seed = 0; seed < manifest.correctness.seeds; ++seed) {
+      const auto inputs = args.Inputs();
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        state.kernels.FillInput(*inputs[i], InputSeed(p, seed, i), state.stream);
+      }
+      const double ms = reference.Outputs(args, problems[p], p, seed).ms;
+      timing.all_ms += ms;
+      ++timing.runs;
+      if (p + 1 == problems.size()) timing.task_ms = std::max(timing.task_ms, ms);
+    }
+  }
+  return timing;
+}
+
 GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genome& genome,
                               const Problem& problem, const std::string& cubin, bool verify_only,
                               const TimingOptions& timing_options) {
   const Manifest& manifest = kernel_template.manifest;
   const ArchInfo arch = device_.arch_info();
-  const CompileResult reference_compiled = compiler_.Compile(
-      TemplateCompileRequest(kernel_template, manifest.reference, nullptr, problem, arch.name));
-  if (!reference_compiled.ok) {
-    throw Error("the reference kernel of " + manifest.name + " does not compile:\n" +
-                reference_compiled.log);
-  }
   State& state = *state_;
+  Reference reference(*this, kernel_template, problem);
   GpuVerdict verdict;
   try {
     const Module candidate(cubin);
     const CUfunction kernel = candidate.Function(manifest.kernel.entry);
-    const Module reference(reference_compiled.cubin);
-    const CUfunction reference_kernel = reference.Function(manifest.reference.entry);
 
     const std::vector<Problem> problems = CheckProblems(manifest, problem);
     std::unique_ptr<KernelArguments> task_args;
-    std::unique_ptr<KernelArguments> task_reference_args;
+    std::map<std::string, std::shared_ptr<DeviceTensor>> task_reference;
+    std::vector<uint64_t> task_input_sums;
     LaunchShape task_shape;
     CorrectnessFigures& correctness = verdict.correctness;
+    // A write outside a tensor or into an input fails the gate by name, whatever the output.
+    auto tampering = [&](const KernelArguments& args, const std::vector<uint64_t>& input_sums) {
+      const std::vector<DeviceTensor*> tensors = args.Tensors();
+      std::string report =
+          GuardReport(tensors, state.kernels.ChangedGuardBytes(tensors, state.stream));
+      const std::vector<DeviceTensor*> inputs = args.Inputs();
+      const std::vector<uint64_t> sums = state.kernels.Checksums(inputs, state.stream);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (sums[i] != input_sums[i]) {
+          report += (report.empty() ? "" : "; ") + std::string("input ") + inputs[i]->name +
+                    " changed (the kernel wrote into it)";
+        }
+      }
+      return report;
+    };
     for (size_t p = 0; p < problems.size(); ++p) {
       const Bindings bindings = CompileBindings(manifest, genome, problems[p], arch);
       const Tolerance tolerance = manifest.correctness.ToleranceFor(bindings);
       auto args = std::make_unique<KernelArguments>(manifest.kernel, bindings);
-      auto reference_args =
-          std::make_unique<KernelArguments>(manifest.reference, bindings, args.get());
+      state.kernels.FillGuards(args->Tensors(), state.stream);
       const LaunchShape shape = ResolveLaunch(manifest.kernel, bindings, kernel, device_.sm_count);
-      const LaunchShape reference_shape =
-          ResolveLaunch(manifest.reference, bindings, reference_kernel, device_.sm_count);
+      std::vector<uint64_t> input_sums;
       for (int seed = 0; seed < manifest.correctness.seeds; ++seed) {
         const auto inputs = args->Inputs();
         for (size_t i = 0; i < inputs.size(); ++i) {
           state.kernels.FillInput(*inputs[i], InputSeed(p, seed, i), state.stream);
         }
-        for (auto* set : {args.get(), reference_args.get()}) {
-          for (DeviceTensor* output : set->Outputs()) {
-            state.kernels.PoisonWithNaN(output->buffer, output->dtype, output->elements,
-                                        state.stream);
-          }
+        input_sums = state.kernels.Checksums(inputs, state.stream);
+        const ReferenceOutputs& expected = reference.Outputs(*args, problems[p], p, seed);
+        for (DeviceTensor* output : args->Outputs()) {
+          state.kernels.PoisonWithNaN(output->data(), output->dtype, output->elements,
+                                      state.stream);
         }
-        Launch(reference_kernel, reference_shape, state.stream, reference_args->pointers());
         Launch(kernel, shape, state.stream, args->pointers());
         state.stream.Synchronize();
+        const std::string where =
+            " on " + FormatProblem(manifest, problems[p]) + ", seed " + std::to_string(seed);
+        if (const std::string tampered = tampering(*args, input_sums); !tampered.empty()) {
+          if (correctness.failure.empty()) correctness.failure = tampered + where;
+        }
         for (DeviceTensor* output : args->Outputs()) {
-          const DeviceTensor& expected = reference_args->Tensor(output->name);
+          const DeviceTensor& reference_output = *expected.tensors.at(output->name);
           const ComparisonStats stats =
-              state.kernels.Compare(output->buffer, output->dtype, expected.buffer,
+              state.kernels.Compare(output->data(), output->dtype, reference_output.data(),
                                     output->elements, tolerance.atol, tolerance.rtol, state.stream);
           Merge(correctness.worst, stats);
           if (!stats.passed() && correctness.failure.empty()) {
-            correctness.failure = output->name + " on " + FormatProblem(manifest, problems[p]) +
-                                  ", seed " + std::to_string(seed) + ": " +
+            correctness.failure = output->name + where + ": " +
                                   std::to_string(stats.over_tolerance) + " of " +
                                   std::to_string(stats.elements) + " elements over tolerance, " +
                                   std::to_string(stats.non_finite) + " not finite";
           }
         }
         ++correctness.checks;
+        if (p + 1 == problems.size() && seed + 1 == manifest.correctness.seeds) {
+          task_reference = expected.tensors;
+        }
       }
       if (p + 1 == problems.size()) {
         correctness.tolerance = tolerance;
         task_args = std::move(args);
-        task_reference_args = std::move(reference_args);
+        task_input_sums = input_sums;
         task_shape = shape;
       }
     }
@@ -188,82 +322,29 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
     }
     if (verify_only) return verdict;
 
-    TimingFigures timing;
-    Event start;
-    Event stop;
-    auto time_launches = [&](int launches, bool flush) {
-      if (flush) {
-        CheckCuda(Driver().MemsetD32Async(state.l2_flush.get(), 0x5a5a5a5au,
-                                          state.l2_flush.bytes() / 4, state.stream.get()),
-                  "cuMemsetD32Async");
-      }
-      start.Record(state.stream);
-      for (int i = 0; i < launches; ++i) {
-        Launch(kernel, task_shape, state.stream, task_args->pointers());
-      }
-      stop.Record(state.stream);
-      stop.Synchronize();
-      return static_cast<double>(stop.ElapsedSince(start)) * 1000.0 / launches;
-    };
-    // Warm-up, which also estimates one launch's time for batching.
-    double warm_us = 0;
-    double warm_total_ms = 0;
-    for (int i = 0; i < 3 || warm_total_ms < timing_options.warmup_ms; ++i) {
-      warm_us = time_launches(1, false);
-      warm_total_ms += warm_us / 1000.0;
-      if (i > 10000) break;
-    }
-    timing.l2_flushed = timing_options.flush_l2;
-    if (timing.l2_flushed && state.l2_flush.bytes() == 0) {
-      state.l2_flush =
-          DeviceBuffer(static_cast<size_t>(std::max<int64_t>(device_.l2_bytes, 1) * 2));
-    }
-    timing.launches_per_repetition =
-        timing.l2_flushed
-            ? 1
-            : std::clamp(static_cast<int>(std::ceil(timing_options.target_repetition_us / warm_us)),
-                         1, 1000);
-    std::vector<double> samples;
-    double total_ms = 0;
-    while (true) {
-      const double us = time_launches(timing.launches_per_repetition, timing.l2_flushed);
-      samples.push_back(us);
-      total_ms += us * timing.launches_per_repetition / 1000.0;
-      if (static_cast<int>(samples.size()) < timing_options.min_repetitions) continue;
-      std::vector<double> sorted = samples;
-      std::sort(sorted.begin(), sorted.end());
-      const double spread =
-          (Percentile(sorted, 0.9) - Percentile(sorted, 0.1)) / Percentile(sorted, 0.5);
-      timing.settled = spread <= timing_options.target_spread;
-      if (timing.settled || static_cast<int>(samples.size()) >= timing_options.max_repetitions ||
-          total_ms >= timing_options.max_total_ms) {
-        break;
-      }
-    }
-    std::sort(samples.begin(), samples.end());
-    timing.repetitions = static_cast<int>(samples.size());
-    timing.median_us = Percentile(samples, 0.5);
-    timing.p10_us = Percentile(samples, 0.1);
-    timing.p90_us = Percentile(samples, 0.9);
-    timing.min_us = samples.front();
+    verdict.timing = TimeLaunches(kernel, task_shape, *task_args, timing_options);
+    TimingFigures& timing = *verdict.timing;
     if (manifest.flops) {
       const double flops = static_cast<double>(manifest.flops->Evaluate(problem));
       timing.tflops = flops / (timing.median_us * 1e-6) / 1e12;
     }
-    // The timed launches rewrote the output from unchanged inputs: it must still match.
+    // The timed launches rewrote the output from unchanged inputs: it must still match, and
+    // nothing outside the output may have changed.
     timing.recheck_passed = true;
     for (DeviceTensor* output : task_args->Outputs()) {
       const ComparisonStats stats = state.kernels.Compare(
-          output->buffer, output->dtype, task_reference_args->Tensor(output->name).buffer,
-          output->elements, correctness.tolerance.atol, correctness.tolerance.rtol, state.stream);
+          output->data(), output->dtype, task_reference.at(output->name)->data(), output->elements,
+          correctness.tolerance.atol, correctness.tolerance.rtol, state.stream);
       timing.recheck_passed = timing.recheck_passed && stats.passed();
     }
-    if (!timing.recheck_passed) {
+    const std::string tampered = tampering(*task_args, task_input_sums);
+    if (!timing.recheck_passed || !tampered.empty()) {
+      timing.recheck_passed = false;
       verdict.status = Status::kIncorrect;
       verdict.correctness.passed = false;
-      verdict.correctness.failure = "the output changed while it was timed";
+      verdict.correctness.failure = tampered.empty() ? "the output changed while it was timed"
+                                                     : tampered + " while it was timed";
     }
-    verdict.timing = timing;
   } catch (const CudaError& error) {
     verdict.status = Status::kRuntimeError;
     verdict.error = error.what();
@@ -274,7 +355,94 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
     verdict.status = Status::kRuntimeError;
     verdict.error = error.what();
   }
+  if (verdict.poisoned) state.references.Clear();
   return verdict;
+}
+
+TimingFigures GpuGates::TimeLaunches(CUfunction kernel, const LaunchShape& shape,
+                                     KernelArguments& args, const TimingOptions& options) {
+  State& state = *state_;
+  TimingFigures timing;
+  timing.l2_flushed = options.flush_l2;
+  if (timing.l2_flushed && state.l2_flush.bytes() == 0) {
+    state.l2_flush = DeviceBuffer(static_cast<size_t>(std::max<int64_t>(device_.l2_bytes, 1) * 2));
+  }
+  if (state.clock.bytes() == 0) state.clock = DeviceBuffer(sizeof(double));
+
+  // One launch alone estimates a launch's time, to size the warm-up and the batches.
+  double estimate_us = 0;
+  {
+    Event start;
+    Event stop;
+    for (int i = 0; i < 2; ++i) {
+      start.Record(state.stream);
+      Launch(kernel, shape, state.stream, args.pointers());
+      stop.Record(state.stream);
+      stop.Synchronize();
+      estimate_us = std::max<double>(stop.ElapsedSince(start) * 1000.0, 1.0);
+    }
+  }
+  timing.launches_per_repetition =
+      timing.l2_flushed
+          ? 1
+          : std::clamp(static_cast<int>(std::ceil(options.target_repetition_us / estimate_us)), 1,
+                       1000);
+
+  // Everything from here is enqueued back to back: the warm-up, then the measured batches, each
+  // between two events, with at most kAhead batches in flight ahead of the one being read. The
+  // GPU never waits for the host, so it runs as it does in sustained use.
+  constexpr int kAhead = 8;
+  const int warm_launches =
+      std::max(1, static_cast<int>(std::ceil(options.warmup_ms * 1000.0 / estimate_us)));
+  for (int i = 0; i < warm_launches; ++i) Launch(kernel, shape, state.stream, args.pointers());
+  std::vector<Event> starts;
+  std::vector<Event> stops;
+  auto enqueue_batch = [&] {
+    if (timing.l2_flushed) {
+      CheckCuda(Driver().MemsetD32Async(state.l2_flush.get(), 0x5a5a5a5au,
+                                        state.l2_flush.bytes() / 4, state.stream.get()),
+                "cuMemsetD32Async");
+    }
+    starts.emplace_back().Record(state.stream);
+    for (int i = 0; i < timing.launches_per_repetition; ++i) {
+      Launch(kernel, shape, state.stream, args.pointers());
+    }
+    stops.emplace_back().Record(state.stream);
+  };
+  std::vector<double> samples;
+  double total_ms = 0;
+  bool enough = false;
+  size_t read = 0;
+  while (true) {
+    while (!enough && stops.size() < read + kAhead) enqueue_batch();
+    if (read == stops.size()) break;
+    stops[read].Synchronize();
+    const double us = static_cast<double>(stops[read].ElapsedSince(starts[read])) * 1000.0 /
+                      timing.launches_per_repetition;
+    ++read;
+    samples.push_back(us);
+    total_ms += us * timing.launches_per_repetition / 1000.0;
+    if (enough || static_cast<int>(samples.size()) < options.min_repetitions) continue;
+    std::vector<double> sorted = samples;
+    std::sort(sorted.begin(), sorted.end());
+    const double spread =
+        (Percentile(sorted, 0.9) - Percentile(sorted, 0.1)) / Percentile(sorted, 0.5);
+    timing.settled = spread <= options.target_spread;
+    enough = timing.settled || static_cast<int>(samples.size()) >= options.max_repetitions ||
+             total_ms >= options.max_total_ms;
+    // Right behind the last batch, before the GPU has had a pause: the clock it ran them at.
+    if (enough) state.kernels.EnqueueClockProbe(state.clock, 100, state.stream);
+  }
+  state.stream.Synchronize();
+  timing.sm_clock_mhz = DeviceKernels::ReadClockMhz(state.clock);
+
+  std::sort(samples.begin(), samples.end());
+  timing.repetitions = static_cast<int>(samples.size());
+  timing.median_us = Percentile(samples, 0.5);
+  timing.p10_us = Percentile(samples, 0.1);
+  timing.p90_us = Percentile(samples, 0.9);
+  timing.min_us = samples.front();
+  return timing;
 }
 
 }  // namespace evo

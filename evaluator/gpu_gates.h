@@ -12,6 +12,9 @@
 
 namespace evo {
 
+class KernelArguments;
+struct LaunchShape;
+
 // Gate 2: the worst figures over every check problem, seed and output.
 struct CorrectnessFigures {
   bool passed = false;
@@ -21,7 +24,8 @@ struct CorrectnessFigures {
   Tolerance tolerance;  // the one the manifest gives this candidate on the task's problem
 };
 
-// Gate 3: device time per call, from CUDA events around batches of back-to-back launches.
+// Gate 3: device time per call, from CUDA events around batches of back-to-back launches that
+// follow a sustained warm-up without a pause, so the GPU runs at the clocks of sustained use.
 struct TimingFigures {
   double median_us = 0;
   double p10_us = 0;
@@ -33,16 +37,27 @@ struct TimingFigures {
   bool l2_flushed = false;
   double tflops = 0;            // at the median; 0 when the manifest has no flops formula
   bool recheck_passed = false;  // the output after timing still matches the reference
+  double sm_clock_mhz = 0;      // measured right after the timed launches; 0 in older records
 };
 
 struct TimingOptions {
-  double warmup_ms = 30;
+  // Back-to-back launches before the measured ones, which follow without a pause: a GPU that
+  // idles between short measurements runs faster than it does under sustained load.
+  double warmup_ms = 100;
   int min_repetitions = 10;
   int max_repetitions = 200;
   double max_total_ms = 2000;
   double target_spread = 0.03;        // (p90 - p10) / median
   double target_repetition_us = 200;  // launches are batched up to about this long
   bool flush_l2 = false;
+};
+
+// The reference kernel's runs for one task: on the task's problem (the last check problem), and
+// over every check problem and seed.
+struct ReferenceTiming {
+  double task_ms = 0;  // one run on the task's problem
+  double all_ms = 0;   // every run of the correctness gate together
+  int runs = 0;
 };
 
 struct GpuVerdict {
@@ -62,6 +77,11 @@ class GpuGates {
 
   const DeviceInfo& device() const { return device_; }
 
+  // Runs the reference kernel on every check problem and seed of the task and keeps its outputs
+  // for the candidates to come (this worker's reference cache), timing each run. Throws
+  // CudaError or evo::Error when the reference cannot run.
+  ReferenceTiming PrepareReference(const KernelTemplate& kernel_template, const Problem& problem);
+
   // `verify_only` skips gate 3. CUDA errors become a kRuntimeError verdict; bad input throws.
   GpuVerdict Evaluate(const KernelTemplate& kernel_template, const Genome& genome,
                       const Problem& problem, const std::string& cubin, bool verify_only,
@@ -73,6 +93,11 @@ class GpuGates {
 
  private:
   struct State;
+  class Reference;
+  // Gate 3's measurement of `kernel` on `args` (figures but the flops and the recheck).
+  TimingFigures TimeLaunches(CUfunction kernel, const LaunchShape& shape, KernelArguments& args,
+                             const TimingOptions& options);
+
   DeviceInfo device_;
   Compiler& compiler_;
   std::unique_ptr<State> state_;

@@ -29,12 +29,17 @@ nlohmann::json GpuVerdictToJson(const GpuVerdict& verdict) {
       {"rtol", c.tolerance.rtol}};
   if (verdict.timing) {
     const TimingFigures& t = *verdict.timing;
-    json["timing"] = {
-        {"median_us", t.median_us},     {"p10_us", t.p10_us},
-        {"p90_us", t.p90_us},           {"min_us", t.min_us},
-        {"repetitions", t.repetitions}, {"launches_per_repetition", t.launches_per_repetition},
-        {"settled", t.settled},         {"l2_flushed", t.l2_flushed},
-        {"tflops", t.tflops},           {"recheck_passed", t.recheck_passed}};
+    json["timing"] = {{"median_us", t.median_us},
+                      {"p10_us", t.p10_us},
+                      {"p90_us", t.p90_us},
+                      {"min_us", t.min_us},
+                      {"repetitions", t.repetitions},
+                      {"launches_per_repetition", t.launches_per_repetition},
+                      {"settled", t.settled},
+                      {"l2_flushed", t.l2_flushed},
+                      {"tflops", t.tflops},
+                      {"recheck_passed", t.recheck_passed},
+                      {"sm_clock_mhz", t.sm_clock_mhz}};
   }
   return json;
 }
@@ -76,6 +81,8 @@ GpuVerdict GpuVerdictFromJson(const nlohmann::json& json) {
     timing.l2_flushed = t.at("l2_flushed").get<bool>();
     timing.tflops = t.at("tflops").get<double>();
     timing.recheck_passed = t.at("recheck_passed").get<bool>();
+    // Recordings made before the gate read the SM clock carry none.
+    timing.sm_clock_mhz = t.value("sm_clock_mhz", 0.0);
     verdict.timing = timing;
   }
   return verdict;

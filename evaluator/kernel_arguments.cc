@@ -16,6 +16,19 @@ int64_t DtypeBytes(const std::string& dtype) {
   throw Error("unknown dtype " + dtype);
 }
 
+namespace {
+
+// The tensor's bytes rounded up to 16, so that the guard after it starts aligned.
+size_t GuardedBytes(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+}  // namespace
+
+DeviceSpan DeviceTensor::guard(GuardSide side) const {
+  if (side == GuardSide::kBefore) return {allocation.get(), kGuardBytes};
+  // The padding that rounds the tensor up to 16 bytes belongs to the guard after it.
+  return {allocation.get() + kGuardBytes + bytes(), kGuardBytes + GuardedBytes(bytes()) - bytes()};
+}
+
 KernelArguments::KernelArguments(const KernelSpec& spec, const Bindings& bindings,
                                  const KernelArguments* share_inputs_with) {
   std::set<std::string> present;  // alternatives of one name must exclude each other
@@ -68,9 +81,9 @@ KernelArguments::KernelArguments(const KernelSpec& spec, const Bindings& binding
       tensor->elements = elements;
       tensor->kind = arg.kind;
       tensor->uniform = arg.uniform;
-      tensor->buffer = DeviceBuffer(static_cast<size_t>(elements * DtypeBytes(arg.dtype)));
+      tensor->allocation = DeviceBuffer(kGuardBytes + GuardedBytes(tensor->bytes()) + kGuardBytes);
     }
-    auto slot = std::make_unique<CUdeviceptr>(tensor->buffer.get());
+    auto slot = std::make_unique<CUdeviceptr>(tensor->data().pointer);
     pointers_.push_back(slot.get());
     pointer_slots_.push_back(std::move(slot));
     tensors_.push_back(std::move(tensor));
@@ -93,9 +106,19 @@ std::vector<DeviceTensor*> KernelArguments::Outputs() const {
   return outputs;
 }
 
-DeviceTensor& KernelArguments::Tensor(const std::string& name) const {
+std::vector<DeviceTensor*> KernelArguments::Tensors() const {
+  std::vector<DeviceTensor*> tensors;
   for (const auto& tensor : tensors_) {
-    if (tensor && tensor->name == name) return *tensor;
+    if (tensor) tensors.push_back(tensor.get());
+  }
+  return tensors;
+}
+
+DeviceTensor& KernelArguments::Tensor(const std::string& name) const { return *Shared(name); }
+
+std::shared_ptr<DeviceTensor> KernelArguments::Shared(const std::string& name) const {
+  for (const auto& tensor : tensors_) {
+    if (tensor && tensor->name == name) return tensor;
   }
   throw Error("the kernel has no tensor argument " + name);
 }

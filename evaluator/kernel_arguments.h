@@ -12,16 +12,28 @@
 
 namespace evo {
 
+int64_t DtypeBytes(const std::string& dtype);
+
+// Bytes on each side of every tensor the gates allocate, filled with a pattern no kernel writes
+// and checked after launches: a write just outside a tensor lands there, not in a neighbour or
+// in unchecked padding.
+inline constexpr size_t kGuardBytes = 4096;
+
+enum class GuardSide { kBefore, kAfter };
+
 struct DeviceTensor {
   std::string name;
   std::string dtype;
   int64_t elements = 0;
   KernelArgSpec::Kind kind = KernelArgSpec::Kind::kInput;
   std::optional<std::pair<double, double>> uniform;  // the manifest's fill, when not N(0,1)
-  DeviceBuffer buffer;
-};
+  // [guard before][the tensor's bytes, rounded up to 16][guard after]
+  DeviceBuffer allocation;
 
-int64_t DtypeBytes(const std::string& dtype);
+  size_t bytes() const { return static_cast<size_t>(elements * DtypeBytes(dtype)); }
+  DeviceSpan data() const { return {allocation.get() + kGuardBytes, bytes()}; }
+  DeviceSpan guard(GuardSide side) const;
+};
 
 // The device tensors and scalar values of one kernel's arguments on one problem, in the
 // manifest's order, ready for cuLaunchKernel. Inputs can be shared with another kernel's
@@ -38,6 +50,10 @@ class KernelArguments {
   std::vector<DeviceTensor*> Inputs() const;
   std::vector<DeviceTensor*> Outputs() const;
   DeviceTensor& Tensor(const std::string& name) const;
+  // Every tensor of the arguments, its own and shared ones.
+  std::vector<DeviceTensor*> Tensors() const;
+  // A tensor that outlives these arguments (the reference outputs the gates keep).
+  std::shared_ptr<DeviceTensor> Shared(const std::string& name) const;
 
  private:
   std::vector<std::shared_ptr<DeviceTensor>> tensors_;  // argument order; null for scalars

@@ -157,7 +157,7 @@ std::vector<float> UploadRandom(DeviceTensor& tensor, std::mt19937& rng, float l
     decoded[i] = back;
     std::memcpy(&raw[i * static_cast<size_t>(bytes)], &bits, static_cast<size_t>(bytes));
   }
-  tensor.buffer.Upload(raw.data(), raw.size());
+  tensor.data().Upload(raw.data(), raw.size());
   return decoded;
 }
 
@@ -252,12 +252,12 @@ TEST_CASE("the shared attention reference follows its dtypes, scales, layout and
       v_scale = UploadRandom(args.Tensor("V_scale"), rng, 0.5f, 2.f, true);
     }
     DeviceTensor& out = args.Tensor("O");
-    kernels.PoisonWithNaN(out.buffer, out.dtype, out.elements, stream);
+    kernels.PoisonWithNaN(out.data(), out.dtype, out.elements, stream);
     Launch(function, ResolveLaunch(manifest.reference, bindings, function, device.sm_count), stream,
            args.pointers());
     stream.Synchronize();
     std::vector<float> gpu(static_cast<size_t>(out.elements));
-    out.buffer.Download(gpu.data(), gpu.size() * 4);
+    out.data().Download(gpu.data(), gpu.size() * 4);
 
     // The same attention in float64 over [B, H, S, D], K and V heads shared by their groups.
     const int64_t d_size = c.head_dim;

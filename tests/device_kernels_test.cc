@@ -40,7 +40,7 @@ TEST_CASE("gate kernels: normal inputs, NaN poison and the comparison", "[gpu]")
   const int64_t n = 1 << 20;
 
   DeviceBuffer f16(n * 2);
-  kernels.FillNormal(f16, "f16", n, 42, stream);
+  kernels.FillNormal(f16.span(), "f16", n, 42, stream);
   stream.Synchronize();
   std::vector<uint16_t> halves(n);
   f16.Download(halves.data(), f16.bytes());
@@ -55,7 +55,7 @@ TEST_CASE("gate kernels: normal inputs, NaN poison and the comparison", "[gpu]")
   CHECK(std::abs(sum_sq / n - 1.0) < 0.01);
 
   DeviceBuffer again(n * 2);
-  kernels.FillNormal(again, "f16", n, 42, stream);
+  kernels.FillNormal(again.span(), "f16", n, 42, stream);
   stream.Synchronize();
   std::vector<uint16_t> repeated(n);
   again.Download(repeated.data(), again.bytes());
@@ -66,7 +66,8 @@ TEST_CASE("gate kernels: normal inputs, NaN poison and the comparison", "[gpu]")
   for (int64_t i = 0; i < n; ++i) floats[i] = HalfToFloat(halves[i]);
   DeviceBuffer reference(n * 4);
   reference.Upload(floats.data(), reference.bytes());
-  const ComparisonStats same = kernels.Compare(f16, "f16", reference, n, 0, 0, stream);
+  const ComparisonStats same =
+      kernels.Compare(f16.span(), "f16", reference.span(), n, 0, 0, stream);
   CHECK(same.passed());
   CHECK(same.max_abs_error == 0);
   CHECK(same.max_abs_reference > 3.0);
@@ -74,15 +75,17 @@ TEST_CASE("gate kernels: normal inputs, NaN poison and the comparison", "[gpu]")
   // Perturb exactly 3 elements beyond atol.
   for (int64_t i : {int64_t{0}, n / 2, n - 1}) floats[i] += 0.5f;
   reference.Upload(floats.data(), reference.bytes());
-  const ComparisonStats off = kernels.Compare(f16, "f16", reference, n, 0.1, 0, stream);
+  const ComparisonStats off =
+      kernels.Compare(f16.span(), "f16", reference.span(), n, 0.1, 0, stream);
   CHECK_FALSE(off.passed());
   CHECK(off.over_tolerance == 3);
   CHECK(off.max_abs_error == Approx(0.5).margin(1e-3));
   CHECK(off.non_finite == 0);
 
   // An odd count leaves the last half poisoned too.
-  kernels.PoisonWithNaN(f16, "f16", n - 1, stream);
-  const ComparisonStats poisoned = kernels.Compare(f16, "f16", reference, n, 1e9, 1e9, stream);
+  kernels.PoisonWithNaN(f16.span(), "f16", n - 1, stream);
+  const ComparisonStats poisoned =
+      kernels.Compare(f16.span(), "f16", reference.span(), n, 1e9, 1e9, stream);
   CHECK(poisoned.non_finite == n - 1);
   CHECK(poisoned.over_tolerance == n - 1);
   CHECK(std::isinf(poisoned.max_abs_error));
@@ -102,8 +105,8 @@ TEST_CASE("gate kernels: fp8 inputs are the host's rounding of the f32 draws; un
   const int64_t n = 1 << 20;
   DeviceBuffer f32(n * 4);
   DeviceBuffer fp8(n);
-  kernels.FillNormal(f32, "f32", n, 7, stream);
-  kernels.FillNormal(fp8, "fp8e4m3", n, 7, stream);
+  kernels.FillNormal(f32.span(), "f32", n, 7, stream);
+  kernels.FillNormal(fp8.span(), "fp8e4m3", n, 7, stream);
   stream.Synchronize();
   std::vector<float> floats(n);
   std::vector<uint8_t> bytes(n);
@@ -123,10 +126,10 @@ TEST_CASE("gate kernels: fp8 inputs are the host's rounding of the f32 draws; un
   scales.dtype = "f32";
   scales.elements = n;
   scales.uniform = std::make_pair(0.5, 2.0);
-  scales.buffer = DeviceBuffer(n * 4);
+  scales.allocation = DeviceBuffer(kGuardBytes + n * 4 + kGuardBytes);
   kernels.FillInput(scales, 3, stream);
   stream.Synchronize();
-  scales.buffer.Download(floats.data(), scales.buffer.bytes());
+  scales.data().Download(floats.data(), scales.bytes());
   const auto [lowest, highest] = std::minmax_element(floats.begin(), floats.end());
   CHECK(*lowest >= 0.5f);
   CHECK(*lowest < 0.51f);

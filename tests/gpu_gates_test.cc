@@ -60,21 +60,21 @@ TEST_CASE("the FP32 reference kernel agrees with float64 attention", "[gpu]") {
         std::vector<std::vector<float>> inputs;
         uint64_t seed = 7;
         for (DeviceTensor* input : args.Inputs()) {
-          kernels.FillNormal(input->buffer, input->dtype, input->elements, ++seed, stream);
+          kernels.FillNormal(input->data(), input->dtype, input->elements, ++seed, stream);
           stream.Synchronize();
           std::vector<uint16_t> halves(static_cast<size_t>(input->elements));
-          input->buffer.Download(halves.data(), halves.size() * 2);
+          input->data().Download(halves.data(), halves.size() * 2);
           std::vector<float> values;
           for (uint16_t h : halves) values.push_back(HalfToFloat(h));
           inputs.push_back(std::move(values));
         }
         DeviceTensor& out = args.Tensor("O");
-        kernels.PoisonWithNaN(out.buffer, out.dtype, out.elements, stream);
+        kernels.PoisonWithNaN(out.data(), out.dtype, out.elements, stream);
         Launch(function, ResolveLaunch(manifest.reference, bindings, function, device.sm_count),
                stream, args.pointers());
         stream.Synchronize();
         std::vector<float> gpu(static_cast<size_t>(out.elements));
-        out.buffer.Download(gpu.data(), gpu.size() * 4);
+        out.data().Download(gpu.data(), gpu.size() * 4);
         const std::vector<double> expected = test::AttentionForwardFloat64(
             inputs[0], inputs[1], inputs[2], {2, 3, s_q, s_kv, d, causal == 1});
         double max_error = 0;
