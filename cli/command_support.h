@@ -34,6 +34,12 @@ void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& pro
 Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, bool causal,
                            const std::vector<std::string>& problem_settings);
 
+// --deadline-ms of the commands that run gates 2 and 3 (bench, run, sweep).
+inline constexpr const char* kDeadlineHelp =
+    "the GPU worker's time for gates 2 and 3 of one candidate (default: twice what the gates do "
+    "for a candidate as fast as the reference kernel, from the reference's runs on the task, at "
+    "least 3000)";
+
 // "90", "90s", "15m", "2h" as a duration; throws evo::Error for anything else.
 std::chrono::seconds ParseDuration(const std::string& text, const std::string& option);
 

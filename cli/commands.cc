@@ -185,7 +185,7 @@ struct BenchOptions {
   std::string gpus = "all";
   bool verify_only = false;
   bool flush_l2 = false;
-  int64_t deadline_ms = 120000;
+  int64_t deadline_ms = 0;  // 0: from the reference kernel's time on the task
 };
 
 std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
@@ -196,10 +196,7 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   app.add_flag("--verify-only", options->verify_only, "run the correctness gate only");
   app.add_flag("--flush-l2", options->flush_l2, "flush the L2 cache before every timed launch");
-  app.add_option("--deadline-ms", options->deadline_ms,
-                 "the GPU worker's time for gates 2 and 3; past it the candidate is a timeout")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  app.add_option("--deadline-ms", options->deadline_ms, kDeadlineHelp)->check(CLI::PositiveNumber);
   return [&global, options] {
     if (!options->compile.arch.empty()) {
       throw Error("evo bench runs on the GPU that is here and compiles for its arch; drop --arch");
@@ -219,12 +216,12 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
     const CompileReport report{
         session.kernel_template(), session.genome(), session.problem(),
         session.origin(),          outcome,          options->compile.show_log};
-    // One verdict per GPU, each from that GPU's own worker.
+    // One verdict per GPU, each from that GPU's own worker, and the deadline it had.
     std::vector<std::pair<int, GpuVerdict>> verdicts;
+    std::vector<std::chrono::milliseconds> deadlines;
     if (outcome.status == Status::kCompiled) {
       TimingOptions timing;
       timing.flush_l2 = options->flush_l2;
-      const std::chrono::milliseconds deadline(options->deadline_ms);
       for (int gpu : gpus) {
         GpuWorkerOptions worker;
         worker.device = gpu;
@@ -232,6 +229,12 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
                                        global.template_folders.end());
         if (!options->compile.no_cache) worker.cache_dir = options->compile.cache_dir;
         WorkerSupervisor supervisor(GpuWorkerCommand(worker));
+        const std::chrono::milliseconds deadline =
+            options->deadline_ms > 0
+                ? std::chrono::milliseconds(options->deadline_ms)
+                : TaskDeadline(supervisor, session.kernel_template(), session.problem(), timing,
+                               std::chrono::minutes(10), nullptr);
+        deadlines.push_back(deadline);
         verdicts.emplace_back(
             gpu,
             VerdictFromWorker(
@@ -249,20 +252,24 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
     if (options->compile.json) {
       nlohmann::json json = CompileReportToJson(report);
       json["gpus"] = nlohmann::json::array();
-      for (const auto& [gpu, verdict] : verdicts) {
+      for (size_t i = 0; i < verdicts.size(); ++i) {
+        const auto& [gpu, verdict] = verdicts[i];
         nlohmann::json entry = GpuVerdictToJson(verdict);
         entry["gpu"] = gpu;
+        entry["deadline_ms"] = deadlines[i].count();
         entry["device"] = devices[static_cast<size_t>(gpu)].name;
         json["gpus"].push_back(entry);
       }
       std::cout << json.dump(2) << "\n";
     } else {
       std::cout << CompileReportToText(report);
-      for (const auto& [gpu, verdict] : verdicts) {
+      for (size_t i = 0; i < verdicts.size(); ++i) {
+        const auto& [gpu, verdict] = verdicts[i];
         if (verdicts.size() > 1) {
           std::cout << "gpu " << gpu << " (" << devices[static_cast<size_t>(gpu)].name << ")\n";
         }
         std::cout << VerdictToText(verdict);
+        std::cout << "deadline    " << deadlines[i].count() << " ms for gates 2 and 3\n";
       }
     }
     return all_measured ? kExitOk : kExitRejected;

@@ -221,6 +221,9 @@ std::string VerdictToText(const GpuVerdict& verdict) {
                                t.launches_per_repetition, t.settled ? ", settled" : ", NOT settled",
                                t.l2_flushed ? ", L2 flushed" : ""));
     if (t.tflops > 0) line("throughput", fmt::format("{:.1f} TFLOP/s at the median", t.tflops));
+    if (t.sm_clock_mhz > 0) {
+      line("sm clock", fmt::format("{:.0f} MHz right after the timed launches", t.sm_clock_mhz));
+    }
     line("recheck", t.recheck_passed ? "output unchanged after timing" : "OUTPUT CHANGED");
   }
   return text;

@@ -35,7 +35,7 @@ struct TaskOptions {
   int jobs = 0;
   bool allow_spills = false;
   bool flush_l2 = false;
-  int64_t deadline_ms = 120000;
+  int64_t deadline_ms = 0;  // 0: from the reference kernel's time on the task
   std::string replay;
   int64_t replay_delay_ms = 0;
 };
@@ -55,10 +55,7 @@ void AddTaskOptions(CLI::App& app, TaskOptions& options, bool with_replay) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--allow-spills", options.allow_spills, "let register spills pass gate 1");
   app.add_flag("--flush-l2", options.flush_l2, "flush the L2 cache before every timed launch");
-  app.add_option("--deadline-ms", options.deadline_ms,
-                 "the GPU worker's time for gates 2 and 3 of one candidate")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  app.add_option("--deadline-ms", options.deadline_ms, kDeadlineHelp)->check(CLI::PositiveNumber);
   if (with_replay) {
     app.add_option("--replay", options.replay,
                    "answer from a recording made by `evo sweep` instead of a GPU");
@@ -106,7 +103,7 @@ std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
   GpuPipelineOptions pipeline;
   pipeline.compile_jobs = options.jobs;
   pipeline.allow_spills = options.allow_spills;
-  pipeline.deadline = std::chrono::milliseconds(options.deadline_ms);
+  if (options.deadline_ms > 0) pipeline.deadline = std::chrono::milliseconds(options.deadline_ms);
   pipeline.timing.flush_l2 = options.flush_l2;
   pipeline.worker.template_folders.assign(global.template_folders.begin(),
                                           global.template_folders.end());
@@ -429,6 +426,7 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
     if (*limit > 0 && static_cast<int64_t>(todo.size()) > *limit) {
       todo.resize(static_cast<size_t>(*limit));
     }
+    if (!header.identity.notice.empty()) std::cerr << "evo: " << header.identity.notice << "\n";
     std::cerr << "evo: sweeping " << todo.size() << " configurations (" << writer.existing().size()
               << " already recorded) on " << setup->evaluator->identity().device << " with "
               << setup->pipeline->compile_jobs() << " compile jobs\n";

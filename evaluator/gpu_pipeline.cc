@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 
 #include "common/error.h"
@@ -10,6 +11,16 @@
 
 namespace evo {
 namespace {
+
+// The time the reference kernel may take on every check problem and seed of a task: it is the
+// trusted kernel, so a generous limit that only a broken environment reaches.
+constexpr std::chrono::milliseconds kReferenceLimit{600000};
+
+std::string FormatMilliseconds(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f", ms);
+  return text;
+}
 
 // What one NVRTC compile of a template kernel may hold at its peak, with room to spare.
 constexpr int64_t kBytesPerCompile = 768ll << 20;
@@ -68,6 +79,18 @@ GpuPipeline::GpuPipeline(const KernelTemplate& kernel_template, Problem problem,
   options_.worker.device = device.ordinal;
   supervisor_ =
       std::make_unique<WorkerSupervisor>(GpuWorkerCommand(options_.worker), options_.supervisor);
+  if (options_.deadline) {
+    deadline_ = *options_.deadline;
+  } else {
+    // Also fills the worker's reference cache, so the first candidate costs its own launches.
+    ReferenceTiming reference;
+    deadline_ = TaskDeadline(*supervisor_, kernel_template_, problem_, options_.timing,
+                             kReferenceLimit, &reference);
+    identity_.notice = "gates 2 and 3 get " + std::to_string(deadline_.count()) +
+                       " ms per candidate (the reference kernel ran " +
+                       std::to_string(reference.runs) + " times in " +
+                       FormatMilliseconds(reference.all_ms) + " ms; --deadline-ms overrides)";
+  }
   const int jobs = options_.compile_jobs > 0 ? options_.compile_jobs : DefaultCompileJobs();
   for (int i = 0; i < jobs; ++i) threads_.emplace_back([this] { CompileLoop(); });
 }
@@ -120,9 +143,9 @@ GpuVerdict GpuPipeline::RunGpuGates(const Genome& genome, const std::string& cub
                                     double* gpu_ms) {
   const WorkerVerdict answer = supervisor_->Evaluate(
       MakeEvaluatePayload(kernel_template_, genome, problem_, cubin, false, options_.timing),
-      options_.deadline);
+      deadline_);
   if (gpu_ms != nullptr) *gpu_ms = static_cast<double>(answer.elapsed.count()) / 1000.0;
-  return VerdictFromWorker(answer, options_.deadline);
+  return VerdictFromWorker(answer, deadline_);
 }
 
 CandidateOutcome GpuPipeline::Evaluate(const Genome& genome) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -22,7 +23,9 @@ namespace evo {
 struct GpuPipelineOptions {
   int compile_jobs = 0;  // concurrent NVRTC compiles; 0: DefaultCompileJobs()
   bool allow_spills = false;
-  std::chrono::milliseconds deadline{120000};  // the worker's time for gates 2 and 3
+  // The worker's time for gates 2 and 3 of one candidate; when absent, GateDeadline of the
+  // reference kernel's runs on the task, measured when the pipeline starts.
+  std::optional<std::chrono::milliseconds> deadline;
   TimingOptions timing;
   GpuWorkerOptions worker;
   WorkerSupervisorOptions supervisor;
@@ -49,6 +52,7 @@ class GpuPipeline final : public CandidateEvaluator {
   GpuVerdict Remeasure(const Genome& genome) override;
 
   int compile_jobs() const { return static_cast<int>(threads_.size()); }
+  std::chrono::milliseconds deadline() const { return deadline_; }
   uint64_t worker_respawns() const { return supervisor_->respawns(); }
 
  private:
@@ -63,6 +67,7 @@ class GpuPipeline final : public CandidateEvaluator {
   GpuPipelineOptions options_;
   EvaluatorIdentity identity_;
   std::unique_ptr<WorkerSupervisor> supervisor_;
+  std::chrono::milliseconds deadline_{0};
 
   std::mutex mutex_;
   std::condition_variable work_ready_;

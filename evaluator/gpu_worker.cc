@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <memory>
 
@@ -60,10 +61,17 @@ class WorkerState {
         throw Error("the worker's template " + kernel_template.manifest.name +
                     " is another version than evo's");
       }
-      const Genome genome = payload.at("genome").get<Genome>();
       const Problem problem = payload.at("problem").get<Problem>();
-      CheckGenome(kernel_template.manifest, genome);
       CheckProblem(kernel_template.manifest, problem);
+      if (payload.value("reference_only", false)) {
+        const ReferenceTiming timing = gates_->PrepareReference(kernel_template, problem);
+        reply.ok = true;
+        reply.result = {
+            {"task_ms", timing.task_ms}, {"all_ms", timing.all_ms}, {"runs", timing.runs}};
+        return reply;
+      }
+      const Genome genome = payload.at("genome").get<Genome>();
+      CheckGenome(kernel_template.manifest, genome);
       const std::optional<std::string> cubin =
           Base64Decode(payload.at("cubin_base64").get<std::string>());
       if (!cubin) throw Error("the cubin is not base64");
@@ -185,6 +193,47 @@ nlohmann::json MakeEvaluatePayload(const KernelTemplate& kernel_template, const 
             {"target_spread", timing.target_spread},
             {"target_repetition_us", timing.target_repetition_us},
             {"flush_l2", timing.flush_l2}}}};
+}
+
+nlohmann::json MakeReferencePayload(const KernelTemplate& kernel_template, const Problem& problem) {
+  return {{"template", kernel_template.manifest.name},
+          {"template_hash", kernel_template.source_hash},
+          {"problem", problem},
+          {"reference_only", true}};
+}
+
+std::chrono::milliseconds GateDeadline(const ReferenceTiming& reference,
+                                       const TimingOptions& timing) {
+  // Loading the modules, and compiling the reference after a worker was replaced.
+  constexpr double kOverheadMs = 500;
+  // Twice the launches a candidate as fast as the reference makes (its checks, and as many
+  // reference runs again after a replaced worker lost the cache; its slowest timing is
+  // min_repetitions launches), plus the timing budget, which the gate stops at by itself.
+  const double launches_ms =
+      2 * reference.all_ms + timing.min_repetitions * reference.task_ms + kOverheadMs;
+  const double deadline_ms = timing.warmup_ms + timing.max_total_ms + 2 * launches_ms;
+  return std::max(std::chrono::milliseconds(static_cast<int64_t>(std::ceil(deadline_ms))),
+                  kMinimumGateDeadline);
+}
+
+std::chrono::milliseconds TaskDeadline(WorkerSupervisor& supervisor,
+                                       const KernelTemplate& kernel_template,
+                                       const Problem& problem, const TimingOptions& timing,
+                                       std::chrono::milliseconds limit,
+                                       ReferenceTiming* reference) {
+  const WorkerVerdict answer =
+      supervisor.Evaluate(MakeReferencePayload(kernel_template, problem), limit);
+  if (answer.kind != VerdictKind::kOk) {
+    throw Error("the reference kernel of " + kernel_template.manifest.name +
+                " did not run on the task (" + std::string(ToString(answer.kind)) +
+                "): " + answer.message);
+  }
+  ReferenceTiming measured;
+  measured.task_ms = answer.result.at("task_ms").get<double>();
+  measured.all_ms = answer.result.at("all_ms").get<double>();
+  measured.runs = answer.result.at("runs").get<int>();
+  if (reference != nullptr) *reference = measured;
+  return GateDeadline(measured, timing);
 }
 
 GpuVerdict VerdictFromWorker(const WorkerVerdict& answer, std::chrono::milliseconds deadline) {

@@ -36,6 +36,27 @@ nlohmann::json MakeEvaluatePayload(const KernelTemplate& kernel_template, const 
                                    const Problem& problem, const std::string& cubin,
                                    bool verify_only, const TimingOptions& timing);
 
+// What the supervisor sends to have the worker run the reference kernel on every check problem
+// and seed of a task, keep its outputs for the candidates to come, and say how long it took.
+nlohmann::json MakeReferencePayload(const KernelTemplate& kernel_template, const Problem& problem);
+
+// The default deadline of gates 2 and 3 for one candidate of a task, from its reference kernel's
+// runs: the warm-up and the timing budget (the gate stops at it by itself), plus twice the
+// launches of a candidate as fast as the reference (its checks, the reference's runs again after
+// a worker was replaced, min_repetitions timed launches) and half a second for loading modules,
+// and at least kMinimumGateDeadline. A kernel that hangs costs seconds, not minutes.
+inline constexpr std::chrono::milliseconds kMinimumGateDeadline{3000};
+std::chrono::milliseconds GateDeadline(const ReferenceTiming& reference,
+                                       const TimingOptions& timing);
+
+// Runs MakeReferencePayload on the supervisor's worker (with `limit` as its deadline) and
+// returns GateDeadline of its answer. Throws evo::Error, saying why, when the reference kernel
+// cannot run on the task.
+std::chrono::milliseconds TaskDeadline(WorkerSupervisor& supervisor,
+                                       const KernelTemplate& kernel_template,
+                                       const Problem& problem, const TimingOptions& timing,
+                                       std::chrono::milliseconds limit, ReferenceTiming* reference);
+
 // The candidate's verdict from however the worker answered: figures when it did, else
 // runtime_error (a CUDA error, a crash, garbage) or timeout, with what happened.
 GpuVerdict VerdictFromWorker(const WorkerVerdict& answer, std::chrono::milliseconds deadline);

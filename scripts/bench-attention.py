@@ -4,8 +4,10 @@
 For each shape it runs `evo run` (resuming the shape's database when one is there), exports the
 best elite, loads its cubin with CuPy and times it, torch flash (FlashAttention-2) and cuDNN
 the same way, in the same process: 20 back-to-back calls captured in a CUDA graph, the graph
-replayed and timed with CUDA events, the median over replays divided by 20. Before timing,
-evo's output is checked against PyTorch's math backend in fp32.
+replayed back to back for at least 100 ms after a warm-up as long, each replay timed with CUDA
+events, the median over replays divided by 20. Before timing, evo's output is checked against
+PyTorch's math backend in fp32. Beside evo's time it prints the median evo's own performance
+gate stored for the same kernel, and the SM clock the gate recorded.
 
 With several --template names each shape is searched for each, and the table reports the
 fastest template's best (its name leads the knobs column).
@@ -40,7 +42,8 @@ ANCHOR_SHAPES = [
 ]
 
 CALLS_PER_GRAPH = 20
-REPLAYS = 30
+REPLAYS = 30  # at the least
+SUSTAIN_MS = 100  # the warm-up, and the timed replays at the least
 
 
 def parse_shape(text):
@@ -86,11 +89,14 @@ def search_and_export(args, template, shape):
         raise SystemExit(f"bench-attention: the run for {name} has no elite")
     folder = os.path.join(args.work, name)
     evo(args, "export", str(elite[0]["id"]), "--out", folder, "--db", db)
-    return folder
+    return folder, elite[0]
 
 
 def time_graph(torch, launch):
-    """Median per-call device time (µs) of back-to-back launches replayed from a CUDA graph."""
+    """Median per-call device time (µs) of back-to-back launches replayed from a CUDA graph.
+
+    The replays run back to back for at least SUSTAIN_MS after as long a warm-up, each between
+    two events and without waiting for the host, so the GPU runs as in sustained use."""
     for _ in range(3):
         launch()
     torch.cuda.synchronize()
@@ -98,17 +104,24 @@ def time_graph(torch, launch):
     with torch.cuda.graph(graph):
         for _ in range(CALLS_PER_GRAPH):
             launch()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
     graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPLAYS):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
+    end.record()
+    end.synchronize()
+    replay_ms = max(start.elapsed_time(end), 1e-3)
+    replays = max(REPLAYS, math.ceil(SUSTAIN_MS / replay_ms))
+    for _ in range(math.ceil(SUSTAIN_MS / replay_ms)):
         graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / CALLS_PER_GRAPH)
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(replays + 1)]
+    events[0].record()
+    for i in range(replays):
+        graph.replay()
+        events[i + 1].record()
+    events[-1].synchronize()
+    times = [events[i].elapsed_time(events[i + 1]) * 1000.0 / CALLS_PER_GRAPH
+             for i in range(replays)]
     return statistics.median(times)
 
 
@@ -169,6 +182,14 @@ def evo_launcher(torch, cupy, folder, q, k, v, o):
     return launch, launch_json
 
 
+def gate(row):
+    """The gate's own figures for a row: its median, its ratio to the graph time, its clock."""
+    if not row.get("gate_us"):
+        return f"{'-':>9} {'-':>8} {'-':>8}"
+    clock = f"{row['gate_sm_clock_mhz']:.0f}" if row.get("gate_sm_clock_mhz") else "-"
+    return f"{row['gate_us']:>9.2f} {row['gate_us'] / row['evo_us']:>8.3f} {clock:>8}"
+
+
 def flops(shape):
     b, h, s, d, causal = shape
     return 4.0 * b * h * s * s * d / (2.0 if causal else 1.0)
@@ -209,7 +230,7 @@ def main():
                                                       is_causal=causal)
         row = None
         for template in args.template:
-            folder = search_and_export(args, template, shape)
+            folder, elite = search_and_export(args, template, shape)
             o = torch.empty_like(q)
             launch, launch_json = evo_launcher(torch, cupy, folder, q, k, v, o)
             launch()
@@ -223,10 +244,12 @@ def main():
             if len(args.template) > 1:
                 print(f"  {shape_name(shape)}: {template} {evo_us:.2f} us", flush=True)
             if row is None or evo_us < row["evo_us"]:
+                timing = elite.get("outcome", {}).get("gpu", {}).get("timing", {})
                 row = {"shape": [b, h, s, d], "causal": causal, "evo_template": template,
                        "evo_candidate": launch_json["candidate"],
                        "evo_genome": launch_json["genome"], "evo_max_abs_error": error,
-                       "evo_us": evo_us}
+                       "evo_us": evo_us, "gate_us": elite.get("score_us"),
+                       "gate_sm_clock_mhz": timing.get("sm_clock_mhz", 0)}
         for key, backend in (("flash_us", SDPBackend.FLASH_ATTENTION),
                              ("cudnn_us", SDPBackend.CUDNN_ATTENTION)):
             with sdpa_kernel(backend):
@@ -238,7 +261,7 @@ def main():
 
     header = (f"{'B,H,S,D':<14} {'causal':<6} {'evo us':>9} {'evo TF':>7} {'flash us':>9} "
               f"{'flash TF':>8} {'cuDNN us':>9} {'cuDNN TF':>8} {'vs flash':>8} {'vs cuDNN':>8}"
-              f"  evo's knobs")
+              f" {'gate us':>9} {'gate/evo':>8} {'gate MHz':>8}  evo's knobs")
     print(header)
     for row in rows:
         shape = (*row["shape"], row["causal"])
@@ -250,8 +273,10 @@ def main():
               f"{row['evo_us']:>9.2f} {tf(row['evo_us']):>7.1f} {row['flash_us']:>9.2f} "
               f"{tf(row['flash_us']):>8.1f} {row['cudnn_us']:>9.2f} {tf(row['cudnn_us']):>8.1f} "
               f"{row['flash_us'] / row['evo_us']:>7.2f}x {row['cudnn_us'] / row['evo_us']:>7.2f}x"
-              f"  {knobs}")
-    print("vs flash, vs cuDNN: the peer's time over evo's (above 1: evo is faster)")
+              f" {gate(row)}  {knobs}")
+    print("vs flash, vs cuDNN: the peer's time over evo's (above 1: evo is faster); gate us: the "
+          "median evo's performance gate stored for that kernel (its search score), gate/evo: "
+          "its ratio to the CUDA-graph time here, gate MHz: the SM clock the gate recorded")
     if args.json:
         with open(args.json, "w") as out:
             json.dump(rows, out, indent=2)

@@ -137,5 +137,57 @@ TEST_CASE("gate kernels: fp8 inputs are the host's rounding of the f32 draws; un
   CHECK(*highest > 1.99f);
 }
 
+TEST_CASE("gate kernels: guard zones count the bytes that changed on each side; checksums move",
+          "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  Context context(0);
+  const DeviceInfo device = QueryDevices().at(0);
+  NvrtcCompiler compiler;
+  const DeviceKernels kernels(compiler, device.arch());
+  Stream stream;
+  DeviceTensor tensor;
+  tensor.name = "T";
+  tensor.dtype = "f16";
+  tensor.elements = 1001;  // an odd number of halves: the guard after starts mid-word
+  tensor.allocation = DeviceBuffer(kGuardBytes + 2016 + kGuardBytes);
+  std::vector<DeviceTensor*> tensors = {&tensor};
+  kernels.FillGuards(tensors, stream);
+  kernels.FillNormal(tensor.data(), tensor.dtype, tensor.elements, 5, stream);
+  CHECK(kernels.ChangedGuardBytes(tensors, stream) ==
+        std::vector<std::pair<uint64_t, uint64_t>>{{0, 0}});
+  const std::vector<uint64_t> sums = kernels.Checksums(tensors, stream);
+  CHECK(kernels.Checksums(tensors, stream) == sums);
+
+  // One byte right after the tensor, three right before it.
+  unsigned char after;
+  const DeviceSpan first_after{tensor.data().pointer + tensor.bytes(), 1};
+  first_after.Download(&after, 1);
+  after ^= 0x5a;
+  first_after.Upload(&after, 1);
+  unsigned char before[3];
+  DeviceSpan{tensor.data().pointer - 3, 3}.Download(before, 3);
+  for (unsigned char& byte : before) byte ^= 0xff;
+  DeviceSpan{tensor.data().pointer - 3, 3}.Upload(before, 3);
+  const auto changed = kernels.ChangedGuardBytes(tensors, stream);
+  CHECK(changed[0].first == 3);
+  CHECK(changed[0].second == 1);
+  kernels.FillGuards(tensors, stream);
+  CHECK(kernels.ChangedGuardBytes(tensors, stream)[0] == std::pair<uint64_t, uint64_t>{0, 0});
+
+  // One bit of the last (odd) half, then back.
+  unsigned char last;
+  const DeviceSpan last_byte{tensor.data().pointer + tensor.bytes() - 1, 1};
+  last_byte.Download(&last, 1);
+  last ^= 0x01;
+  last_byte.Upload(&last, 1);
+  CHECK(kernels.Checksums(tensors, stream) != sums);
+  last ^= 0x01;
+  last_byte.Upload(&last, 1);
+  CHECK(kernels.Checksums(tensors, stream) == sums);
+}
+
 }  // namespace
 }  // namespace evo

@@ -129,6 +129,53 @@ TEST_CASE("the correctness gate rejects broken sdpa kernels and passes the real 
   }
 }
 
+TEST_CASE(
+    "guard zones and input checksums reject a write outside O or into K, whatever the output; "
+    "the good kernel right after each is measured",
+    "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  NvrtcCompiler compiler;
+  GpuGates gates(0, compiler);
+  const TemplateLibrary good_library = TemplateLibrary::Load({});
+  const KernelTemplate& good = good_library.Find("sdpa_fp16");
+  auto evaluate = [&](const KernelTemplate& kernel_template, bool verify_only) {
+    const Problem problem = test::AttentionProblem(kernel_template.manifest, 2, 4, 512, 512, 64, 0);
+    const Genome genome = DefaultGenome(kernel_template.manifest);
+    const CompileOutcome compiled =
+        RunCompileGate(kernel_template, genome, problem, gates.device().arch_info(), compiler, {});
+    REQUIRE(compiled.status == Status::kCompiled);
+    return gates.Evaluate(kernel_template, genome, problem, compiled.compiled.cubin, verify_only,
+                          {});
+  };
+  const std::pair<const char*, const char*> expectations[] = {
+      {"writes_past_end_on_partial_tile", "O: 2 bytes of the guard zone after it changed"},
+      {"writes_before_start", "O: 2 bytes of the guard zone before it changed"},
+      {"writes_into_k", "input K changed (the kernel wrote into it)"},
+  };
+  for (const auto& [name, failure] : expectations) {
+    INFO(name);
+    test::TempDir dir;
+    test::WriteBrokenSdpa(dir.path(), test::FindSdpaBreakage(name));
+    const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
+    const GpuVerdict broken =
+        evaluate(library.Find(test::BrokenSdpaName(test::FindSdpaBreakage(name))), false);
+    INFO(broken.correctness.failure << broken.error);
+    CHECK(broken.status == Status::kIncorrect);
+    CHECK(broken.correctness.failure.find(failure) != std::string::npos);
+    // Caught by the guards or the checksums: the output itself is within tolerance.
+    CHECK(broken.correctness.worst.over_tolerance == 0);
+    CHECK(broken.correctness.worst.non_finite == 0);
+    const GpuVerdict fine = evaluate(good, false);
+    INFO(fine.correctness.failure << fine.error);
+    CHECK(fine.status == Status::kMeasured);
+    REQUIRE(fine.timing);
+    CHECK(fine.timing->recheck_passed);
+  }
+}
+
 TEST_CASE("the performance gate times the real kernel and rechecks its output", "[gpu]") {
   if (!test::HaveGpuDriver()) {
     WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
@@ -162,6 +209,9 @@ TEST_CASE("the performance gate times the real kernel and rechecks its output", 
     if (!flush) CHECK(t.launches_per_repetition > 1);
     // 4 * B * H * S^2 * D flops at the median time.
     CHECK(t.tflops == Approx(4.0 * 2 * 8 * 512 * 512 * 64 / (t.median_us * 1e-6) / 1e12));
+    // The SM clock right after the timed launches, within what GPUs run at.
+    CHECK(t.sm_clock_mhz > 200);
+    CHECK(t.sm_clock_mhz < 4000);
   }
 }
 

@@ -7,6 +7,7 @@
 #include "evaluator/cuda_driver.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "kernel_templates/template_library.h"
+#include "population/store.h"
 #include "tests/sdpa_variants.h"
 #include "tests/test_support.h"
 
@@ -70,6 +71,42 @@ TEST_CASE("fault isolation: broken sdpa kernels get their status and the next go
     CHECK(good.correctness.passed);
   }
   CHECK(supervisor.respawns() >= 2);
+}
+
+TEST_CASE("inside evo run, a kernel that hangs only when causal costs seconds per candidate",
+          "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  test::TempDir dir;
+  const test::SdpaBreakage& hang = test::FindSdpaBreakage("hangs_when_causal");
+  test::WriteBrokenSdpa(dir.path() / "templates", hang);
+  const auto db = dir.path() / "hang.db";
+  const auto start = std::chrono::steady_clock::now();
+  const test::CommandResult run =
+      test::RunEvo({"--templates", (dir.path() / "templates").string(), "run", "-t",
+                    test::BrokenSdpaName(hang), "--causal", "--budget", "3", "--generation-size",
+                    "3", "--db", db.string(), "--cache-dir", (dir.path() / "cache").string()},
+                   dir.path());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  // The default deadline follows from the reference kernel's runs on the task.
+  CHECK(run.err.find("gates 2 and 3 get") != std::string::npos);
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  const std::vector<CandidateRecord> candidates = store.Candidates(store.Runs().at(0).id);
+  REQUIRE(candidates.size() == 3);
+  for (const CandidateRecord& candidate : candidates) {
+    INFO(candidate.outcome.reason);
+    CHECK(candidate.outcome.status == Status::kTimeout);
+    // The time the worker had, under 10 s: "no verdict within the deadline of N ms".
+    CHECK(candidate.outcome.gpu_ms < 10000);
+  }
+  WARN("3 hanging candidates in " << seconds << " s: " << candidates[0].outcome.reason);
+  // Each costs its deadline, the worker's replacement and its compile: well under 10 s.
+  CHECK(seconds < 3 * 10);
 }
 
 }  // namespace

@@ -22,6 +22,24 @@ const std::vector<SdpaBreakage>& SdpaBreakages() {
        "(acc, row_sum, 1.f, q_smem, o_head + (1ll << 40),"},
       {"never_terminates", "const unsigned smem_base = evo::smem_u32(smem);",
        "while (clock64() >= 0) {\n  }\n  const unsigned smem_base = evo::smem_u32(smem);"},
+      // Tampering the gates catch by the guard zones and the input checksums, not by the output.
+      {"writes_past_end_on_partial_tile", "  const int bh = blockIdx.z * H + blockIdx.y;\n",
+       "  const int bh = blockIdx.z * H + blockIdx.y;\n"
+       "  if (S_q % BLOCK_M != 0 && m_tile == num_m_tiles - 1 && bh == B * H - 1 &&\n"
+       "      threadIdx.x == 0) {\n"
+       "    O[static_cast<long long>(B) * H * S_q * HEAD_DIM] = 0x3c00;\n"
+       "  }\n"},
+      {"writes_before_start", "  const int bh = blockIdx.z * H + blockIdx.y;\n",
+       "  const int bh = blockIdx.z * H + blockIdx.y;\n"
+       "  if (m_tile == 0 && bh == 0 && threadIdx.x == 0) O[-1] = 0x3c00;\n"},
+      // One ulp of one key: the output moves far less than the tolerance.
+      {"writes_into_k", "  const int bh = blockIdx.z * H + blockIdx.y;\n",
+       "  const int bh = blockIdx.z * H + blockIdx.y;\n"
+       "  if (m_tile == 0 && bh == 0 && threadIdx.x == 0) const_cast<unsigned short*>(K)[0] ^= "
+       "1;\n"},
+      {"hangs_when_causal", "const unsigned smem_base = evo::smem_u32(smem);",
+       "while (IS_CAUSAL && clock64() >= 0) {\n  }\n  const unsigned smem_base = "
+       "evo::smem_u32(smem);"},
   };
   return breakages;
 }
