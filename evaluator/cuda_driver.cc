@@ -65,6 +65,12 @@ DriverApi LoadDriver() {
   Resolve(library, "cuEventRecord", api.EventRecord);
   Resolve(library, "cuEventSynchronize", api.EventSynchronize);
   Resolve(library, "cuEventElapsedTime_v2", api.EventElapsedTime);
+  Resolve(library, "cuStreamBeginCapture_v2", api.StreamBeginCapture);
+  Resolve(library, "cuStreamEndCapture", api.StreamEndCapture);
+  Resolve(library, "cuGraphInstantiateWithFlags", api.GraphInstantiateWithFlags);
+  Resolve(library, "cuGraphLaunch", api.GraphLaunch);
+  Resolve(library, "cuGraphDestroy", api.GraphDestroy);
+  Resolve(library, "cuGraphExecDestroy", api.GraphExecDestroy);
   const CUresult result = api.Init(0);
   if (result != CUDA_SUCCESS) {
     const char* name = nullptr;

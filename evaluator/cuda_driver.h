@@ -66,6 +66,12 @@ struct DriverApi {
   decltype(&::cuEventRecord) EventRecord = nullptr;
   decltype(&::cuEventSynchronize) EventSynchronize = nullptr;
   decltype(&::cuEventElapsedTime) EventElapsedTime = nullptr;
+  decltype(&::cuStreamBeginCapture) StreamBeginCapture = nullptr;
+  decltype(&::cuStreamEndCapture) StreamEndCapture = nullptr;
+  decltype(&::cuGraphInstantiateWithFlags) GraphInstantiateWithFlags = nullptr;
+  decltype(&::cuGraphLaunch) GraphLaunch = nullptr;
+  decltype(&::cuGraphDestroy) GraphDestroy = nullptr;
+  decltype(&::cuGraphExecDestroy) GraphExecDestroy = nullptr;
 };
 
 // Where a driver is installed, NVRTC serves repeated compiles from the driver's compute cache and

@@ -81,6 +81,34 @@ void Stream::Synchronize() const {
   CheckCuda(Driver().StreamSynchronize(stream_), "cuStreamSynchronize");
 }
 
+CapturedGraph::CapturedGraph(const Stream& stream, const std::function<void()>& enqueue) {
+  CheckCuda(Driver().StreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+            "cuStreamBeginCapture");
+  try {
+    enqueue();
+  } catch (...) {
+    CUgraph abandoned = nullptr;
+    Driver().StreamEndCapture(stream.get(), &abandoned);
+    if (abandoned != nullptr) Driver().GraphDestroy(abandoned);
+    throw;
+  }
+  CheckCuda(Driver().StreamEndCapture(stream.get(), &graph_), "cuStreamEndCapture");
+  const CUresult instantiated = Driver().GraphInstantiateWithFlags(&exec_, graph_, 0);
+  if (instantiated != CUDA_SUCCESS) {
+    Driver().GraphDestroy(graph_);
+    CheckCuda(instantiated, "cuGraphInstantiateWithFlags");
+  }
+}
+
+CapturedGraph::~CapturedGraph() {
+  if (exec_ != nullptr) Driver().GraphExecDestroy(exec_);
+  if (graph_ != nullptr) Driver().GraphDestroy(graph_);
+}
+
+void CapturedGraph::Launch(const Stream& stream) const {
+  CheckCuda(Driver().GraphLaunch(exec_, stream.get()), "cuGraphLaunch");
+}
+
 Event::Event() { CheckCuda(Driver().EventCreate(&event_, CU_EVENT_DEFAULT), "cuEventCreate"); }
 
 Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}

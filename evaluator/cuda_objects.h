@@ -3,6 +3,7 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -102,6 +103,23 @@ class Event {
 
  private:
   CUevent event_ = nullptr;
+};
+
+// What a callback enqueues on a stream, captured once into a CUDA graph and launched as one:
+// kernels back to back without the host's launch gaps between them, as users run short kernels
+// in sustained use.
+class CapturedGraph {
+ public:
+  CapturedGraph(const Stream& stream, const std::function<void()>& enqueue);
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  ~CapturedGraph();
+
+  void Launch(const Stream& stream) const;
+
+ private:
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
 };
 
 struct LaunchShape {

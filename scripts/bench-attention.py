@@ -6,8 +6,9 @@ best elite, loads its cubin with CuPy and times it, torch flash (FlashAttention-
 the same way, in the same process: 20 back-to-back calls captured in a CUDA graph, the graph
 replayed back to back for at least 100 ms after a warm-up as long, each replay timed with CUDA
 events, the median over replays divided by 20. Before timing, evo's output is checked against
-PyTorch's math backend in fp32. Beside evo's time it prints the median evo's own performance
-gate stored for the same kernel, and the SM clock the gate recorded.
+PyTorch's math backend in fp32. Beside evo's time it prints the kernel's score stored by the
+search, and evo's own performance gate on it (`evo bench`) right after the graph was timed, with
+the SM clock the gate recorded.
 
 With several --template names each shape is searched for each, and the table reports the
 fastest template's best (its name leads the knobs column).
@@ -182,12 +183,27 @@ def evo_launcher(torch, cupy, folder, q, k, v, o):
     return launch, launch_json
 
 
+def gate_now(args, template, shape, genome):
+    """evo's own performance gate on the same kernel, right after the graph was timed: its
+    median (µs) and the SM clock it recorded."""
+    b, h, s, d, causal = shape
+    command = ["bench", "--template", template, "--shape", f"{b},{h},{s},{d}", "--json"]
+    if causal:
+        command.append("--causal")
+    for knob, value in sorted(genome.items()):
+        command += ["--set", f"{knob}={value}"]
+    verdict = json.loads(evo(args, *command))["gpus"][0]
+    timing = verdict.get("timing") or {}
+    return timing.get("median_us"), timing.get("sm_clock_mhz", 0)
+
+
 def gate(row):
     """The gate's own figures for a row: its median, its ratio to the graph time, its clock."""
+    score = f"{row['score_us']:>9.2f}" if row.get("score_us") else f"{'-':>9}"
     if not row.get("gate_us"):
-        return f"{'-':>9} {'-':>8} {'-':>8}"
+        return f"{score} {'-':>9} {'-':>8} {'-':>8}"
     clock = f"{row['gate_sm_clock_mhz']:.0f}" if row.get("gate_sm_clock_mhz") else "-"
-    return f"{row['gate_us']:>9.2f} {row['gate_us'] / row['evo_us']:>8.3f} {clock:>8}"
+    return f"{score} {row['gate_us']:>9.2f} {row['gate_us'] / row['evo_us']:>8.3f} {clock:>8}"
 
 
 def flops(shape):
@@ -244,12 +260,12 @@ def main():
             if len(args.template) > 1:
                 print(f"  {shape_name(shape)}: {template} {evo_us:.2f} us", flush=True)
             if row is None or evo_us < row["evo_us"]:
-                timing = elite.get("outcome", {}).get("gpu", {}).get("timing", {})
+                gate_us, gate_mhz = gate_now(args, template, shape, launch_json["genome"])
                 row = {"shape": [b, h, s, d], "causal": causal, "evo_template": template,
                        "evo_candidate": launch_json["candidate"],
                        "evo_genome": launch_json["genome"], "evo_max_abs_error": error,
-                       "evo_us": evo_us, "gate_us": elite.get("score_us"),
-                       "gate_sm_clock_mhz": timing.get("sm_clock_mhz", 0)}
+                       "evo_us": evo_us, "score_us": elite.get("score_us"), "gate_us": gate_us,
+                       "gate_sm_clock_mhz": gate_mhz}
         for key, backend in (("flash_us", SDPBackend.FLASH_ATTENTION),
                              ("cudnn_us", SDPBackend.CUDNN_ATTENTION)):
             with sdpa_kernel(backend):
@@ -261,7 +277,7 @@ def main():
 
     header = (f"{'B,H,S,D':<14} {'causal':<6} {'evo us':>9} {'evo TF':>7} {'flash us':>9} "
               f"{'flash TF':>8} {'cuDNN us':>9} {'cuDNN TF':>8} {'vs flash':>8} {'vs cuDNN':>8}"
-              f" {'gate us':>9} {'gate/evo':>8} {'gate MHz':>8}  evo's knobs")
+              f" {'score us':>9} {'gate us':>9} {'gate/evo':>8} {'gate MHz':>8}  evo's knobs")
     print(header)
     for row in rows:
         shape = (*row["shape"], row["causal"])
@@ -274,9 +290,10 @@ def main():
               f"{tf(row['flash_us']):>8.1f} {row['cudnn_us']:>9.2f} {tf(row['cudnn_us']):>8.1f} "
               f"{row['flash_us'] / row['evo_us']:>7.2f}x {row['cudnn_us'] / row['evo_us']:>7.2f}x"
               f" {gate(row)}  {knobs}")
-    print("vs flash, vs cuDNN: the peer's time over evo's (above 1: evo is faster); gate us: the "
-          "median evo's performance gate stored for that kernel (its search score), gate/evo: "
-          "its ratio to the CUDA-graph time here, gate MHz: the SM clock the gate recorded")
+    print("vs flash, vs cuDNN: the peer's time over evo's (above 1: evo is faster); score us: the "
+          "kernel's score stored by the search; gate us: evo bench's median for it right after "
+          "the graph was timed, gate/evo: that over the CUDA-graph time, gate MHz: the SM clock "
+          "the gate recorded")
     if args.json:
         with open(args.json, "w") as out:
             json.dump(rows, out, indent=2)
