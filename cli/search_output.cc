@@ -159,9 +159,10 @@ std::string CandidateToText(const CandidateRecord& c) {
     return fmt::format(
         "  {}median {:.2f} us, p10 {:.2f}, p90 {:.2f}, min {:.2f}; {} repetitions x {} "
         "launches{}{}; "
-        "{:.1f} TFLOP/s\n",
+        "{:.1f} TFLOP/s{}\n",
         label, t.median_us, t.p10_us, t.p90_us, t.min_us, t.repetitions, t.launches_per_repetition,
-        t.settled ? "" : " (spread not settled)", t.l2_flushed ? ", L2 flushed" : "", t.tflops);
+        t.settled ? "" : " (spread not settled)", t.l2_flushed ? ", L2 flushed" : "", t.tflops,
+        t.sm_clock_mhz > 0 ? fmt::format(" at {:.0f} MHz", t.sm_clock_mhz) : "");
   };
   if (const TimingFigures* t = o.timing()) text += timing_line("timing:    ", *t);
   if (c.confirmation) text += timing_line("confirmed: ", *c.confirmation);
