@@ -88,6 +88,19 @@ TEST_CASE("the FP32 reference kernel agrees with float64 attention", "[gpu]") {
   }
 }
 
+// Gates 2 (and 3 unless verify_only) for a template's default knobs at B=2, H=4, S=512, D=64.
+GpuVerdict EvaluateDefaults(GpuGates& gates, Compiler& compiler,
+                            const KernelTemplate& kernel_template, int64_t causal,
+                            bool verify_only) {
+  const Problem problem =
+      test::AttentionProblem(kernel_template.manifest, 2, 4, 512, 512, 64, causal);
+  const Genome genome = DefaultGenome(kernel_template.manifest);
+  const CompileOutcome compiled =
+      RunCompileGate(kernel_template, genome, problem, gates.device().arch_info(), compiler, {});
+  REQUIRE(compiled.status == Status::kCompiled);
+  return gates.Evaluate(kernel_template, genome, problem, compiled.compiled.cubin, verify_only, {});
+}
+
 TEST_CASE("the correctness gate rejects broken sdpa kernels and passes the real one", "[gpu]") {
   if (!test::HaveGpuDriver()) {
     WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
@@ -98,13 +111,7 @@ TEST_CASE("the correctness gate rejects broken sdpa kernels and passes the real 
   const TemplateLibrary good_library = TemplateLibrary::Load({});
   const KernelTemplate& good = good_library.Find("sdpa_fp16");
   auto evaluate = [&](const KernelTemplate& kernel_template, int64_t causal) {
-    const Problem problem =
-        test::AttentionProblem(kernel_template.manifest, 2, 4, 512, 512, 64, causal);
-    const Genome genome = DefaultGenome(kernel_template.manifest);
-    const CompileOutcome compiled =
-        RunCompileGate(kernel_template, genome, problem, gates.device().arch_info(), compiler, {});
-    REQUIRE(compiled.status == Status::kCompiled);
-    return gates.Evaluate(kernel_template, genome, problem, compiled.compiled.cubin, true, {});
+    return EvaluateDefaults(gates, compiler, kernel_template, causal, true);
   };
   for (const char* name :
        {"skips_last_kv_tile", "skips_tail_rows", "drops_causal_mask", "wrong_scale"}) {
@@ -141,14 +148,8 @@ TEST_CASE(
   GpuGates gates(0, compiler);
   const TemplateLibrary good_library = TemplateLibrary::Load({});
   const KernelTemplate& good = good_library.Find("sdpa_fp16");
-  auto evaluate = [&](const KernelTemplate& kernel_template, bool verify_only) {
-    const Problem problem = test::AttentionProblem(kernel_template.manifest, 2, 4, 512, 512, 64, 0);
-    const Genome genome = DefaultGenome(kernel_template.manifest);
-    const CompileOutcome compiled =
-        RunCompileGate(kernel_template, genome, problem, gates.device().arch_info(), compiler, {});
-    REQUIRE(compiled.status == Status::kCompiled);
-    return gates.Evaluate(kernel_template, genome, problem, compiled.compiled.cubin, verify_only,
-                          {});
+  auto evaluate = [&](const KernelTemplate& kernel_template) {
+    return EvaluateDefaults(gates, compiler, kernel_template, 0, false);
   };
   const std::pair<const char*, const char*> expectations[] = {
       {"writes_past_end_on_partial_tile", "O: 2 bytes of the guard zone after it changed"},
@@ -161,14 +162,14 @@ TEST_CASE(
     test::WriteBrokenSdpa(dir.path(), test::FindSdpaBreakage(name));
     const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
     const GpuVerdict broken =
-        evaluate(library.Find(test::BrokenSdpaName(test::FindSdpaBreakage(name))), false);
+        evaluate(library.Find(test::BrokenSdpaName(test::FindSdpaBreakage(name))));
     INFO(broken.correctness.failure << broken.error);
     CHECK(broken.status == Status::kIncorrect);
     CHECK(broken.correctness.failure.find(failure) != std::string::npos);
     // Caught by the guards or the checksums: the output itself is within tolerance.
     CHECK(broken.correctness.worst.over_tolerance == 0);
     CHECK(broken.correctness.worst.non_finite == 0);
-    const GpuVerdict fine = evaluate(good, false);
+    const GpuVerdict fine = evaluate(good);
     INFO(fine.correctness.failure << fine.error);
     CHECK(fine.status == Status::kMeasured);
     REQUIRE(fine.timing);
