@@ -11,6 +11,7 @@
 #include "evaluator/kernel_arguments.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "kernel_templates/configuration.h"
+#include "kernel_templates/tensor_map.h"
 #include "population/store.h"
 
 namespace evo::cli {
@@ -189,6 +190,10 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
     Json params = Json::array();
     for (const KernelArgSpec& arg : manifest.kernel.args) {
       if (!arg.PresentFor(bindings)) continue;
+      if (arg.map) {
+        params.push_back(TensorMapToJson(DescribeTensorMap(arg, manifest.kernel, bindings)));
+        continue;
+      }
       Json param = {{"name", arg.name}, {"dtype", arg.dtype}};
       if (arg.kind == KernelArgSpec::Kind::kScalar) {
         param["kind"] = "scalar";

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "kernel_templates/tensor_map.h"
 
 namespace evo {
 
@@ -53,6 +54,18 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
     outcome.reason = "constraint " + violation->name + " (" + violation->expr + ") is violated";
     outcome.violation = std::move(violation);
     return outcome;
+  }
+  // A tensor map the accelerator cannot take for this configuration is refused before any
+  // compile, like a broken constraint.
+  for (const KernelArgSpec& arg : manifest.kernel.args) {
+    if (!arg.map || !arg.PresentFor(bindings)) continue;
+    try {
+      DescribeTensorMap(arg, manifest.kernel, bindings);
+    } catch (const Error& error) {
+      outcome.status = Status::kInvalid;
+      outcome.reason = error.what();
+      return outcome;
+    }
   }
   outcome.threads_per_block = 1;
   for (const Expression& dim : manifest.kernel.block) {

@@ -71,6 +71,7 @@ DriverApi LoadDriver() {
   Resolve(library, "cuGraphLaunch", api.GraphLaunch);
   Resolve(library, "cuGraphDestroy", api.GraphDestroy);
   Resolve(library, "cuGraphExecDestroy", api.GraphExecDestroy);
+  Resolve(library, "cuTensorMapEncodeTiled", api.TensorMapEncodeTiled);
   const CUresult result = api.Init(0);
   if (result != CUDA_SUCCESS) {
     const char* name = nullptr;

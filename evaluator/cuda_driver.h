@@ -72,6 +72,7 @@ struct DriverApi {
   decltype(&::cuGraphLaunch) GraphLaunch = nullptr;
   decltype(&::cuGraphDestroy) GraphDestroy = nullptr;
   decltype(&::cuGraphExecDestroy) GraphExecDestroy = nullptr;
+  decltype(&::cuTensorMapEncodeTiled) TensorMapEncodeTiled = nullptr;
 };
 
 // Where a driver is installed, NVRTC serves repeated compiles from the driver's compute cache and

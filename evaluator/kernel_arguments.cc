@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "evaluator/cuda_driver.h"
 
 namespace evo {
 
@@ -29,13 +30,52 @@ DeviceSpan DeviceTensor::guard(GuardSide side) const {
   return {allocation.get() + kGuardBytes + bytes(), kGuardBytes + GuardedBytes(bytes()) - bytes()};
 }
 
+void EncodeTensorMap(const TensorMapDescription& map, CUdeviceptr address, CUtensorMap* out) {
+  const auto data_type = map.dtype == "f16"    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                         : map.dtype == "bf16" ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                         : map.dtype == "f32"  ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                               : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const auto swizzle = map.swizzle == "32B"    ? CU_TENSOR_MAP_SWIZZLE_32B
+                       : map.swizzle == "64B"  ? CU_TENSOR_MAP_SWIZZLE_64B
+                       : map.swizzle == "128B" ? CU_TENSOR_MAP_SWIZZLE_128B
+                                               : CU_TENSOR_MAP_SWIZZLE_NONE;
+  const auto interleave = map.interleave == "16B"   ? CU_TENSOR_MAP_INTERLEAVE_16B
+                          : map.interleave == "32B" ? CU_TENSOR_MAP_INTERLEAVE_32B
+                                                    : CU_TENSOR_MAP_INTERLEAVE_NONE;
+  const auto l2 = map.l2_promotion == "64B"    ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+                  : map.l2_promotion == "128B" ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                  : map.l2_promotion == "256B" ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                               : CU_TENSOR_MAP_L2_PROMOTION_NONE;
+  const auto fill = map.fill == "nan" ? CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA
+                                      : CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE;
+  std::vector<cuuint64_t> dims(map.dims.begin(), map.dims.end());
+  std::vector<cuuint64_t> strides(map.strides.begin(), map.strides.end());
+  std::vector<cuuint32_t> box(map.box.begin(), map.box.end());
+  std::vector<cuuint32_t> element_strides(map.element_strides.begin(), map.element_strides.end());
+  CheckCuda(Driver().TensorMapEncodeTiled(out, data_type, static_cast<cuuint32_t>(dims.size()),
+                                          reinterpret_cast<void*>(address), dims.data(),
+                                          strides.data(), box.data(), element_strides.data(),
+                                          interleave, swizzle, l2, fill),
+            ("cuTensorMapEncodeTiled(" + map.name + ")").c_str());
+}
+
 KernelArguments::KernelArguments(const KernelSpec& spec, const Bindings& bindings,
                                  const KernelArguments* share_inputs_with) {
   std::set<std::string> present;  // alternatives of one name must exclude each other
+  // Tensor maps are encoded once every tensor exists, whatever the order of the arguments.
+  std::vector<std::pair<const KernelArgSpec*, CUtensorMap*>> maps;
   for (const KernelArgSpec& arg : spec.args) {
     if (!arg.PresentFor(bindings)) continue;
     if (!present.insert(arg.name).second) {
       throw Error("two arguments named " + arg.name + " apply to one problem");
+    }
+    if (arg.kind == KernelArgSpec::Kind::kTensorMap) {
+      auto slot = std::make_unique<CUtensorMap>();
+      maps.emplace_back(&arg, slot.get());
+      pointers_.push_back(slot.get());
+      map_slots_.push_back(std::move(slot));
+      tensors_.push_back(nullptr);
+      continue;
     }
     if (arg.kind == KernelArgSpec::Kind::kScalar) {
       const int64_t value = arg.value->Evaluate(bindings);
@@ -87,6 +127,10 @@ KernelArguments::KernelArguments(const KernelSpec& spec, const Bindings& binding
     pointers_.push_back(slot.get());
     pointer_slots_.push_back(std::move(slot));
     tensors_.push_back(std::move(tensor));
+  }
+  for (const auto& [arg, slot] : maps) {
+    const TensorMapDescription map = DescribeTensorMap(*arg, spec, bindings);
+    EncodeTensorMap(map, Tensor(map.tensor).data().pointer, slot);
   }
 }
 

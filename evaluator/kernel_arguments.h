@@ -9,6 +9,7 @@
 
 #include "evaluator/cuda_objects.h"
 #include "kernel_templates/manifest.h"
+#include "kernel_templates/tensor_map.h"
 
 namespace evo {
 
@@ -60,8 +61,13 @@ class KernelArguments {
   // Scalars are kept in 8-byte slots whose addresses stay put for the launch.
   std::vector<std::unique_ptr<uint64_t>> scalar_slots_;
   std::vector<std::unique_ptr<CUdeviceptr>> pointer_slots_;
+  std::vector<std::unique_ptr<CUtensorMap>> map_slots_;
   std::vector<void*> pointers_;
 };
+
+// Encodes `map` for the tensor at `address` (cuTensorMapEncodeTiled). Throws CudaError when the
+// driver refuses it.
+void EncodeTensorMap(const TensorMapDescription& map, CUdeviceptr address, CUtensorMap* out);
 
 // Grid, block and dynamic shared memory of `spec` for these bindings; NUM_SMS and CTAS_PER_SM
 // are bound here from the device and the compiled function's occupancy.

@@ -14,7 +14,7 @@ std::string ReferenceKey(const KernelTemplate& kernel_template, const Problem& c
   // The reference reads problem parameters and the arch's limits only, never knobs.
   const Bindings bindings = CompileBindings(manifest, DefaultGenome(manifest), check_problem, arch);
   for (const KernelArgSpec& arg : manifest.reference.args) {
-    if (arg.kind == KernelArgSpec::Kind::kScalar || !arg.PresentFor(bindings)) continue;
+    if (!arg.is_tensor() || !arg.PresentFor(bindings)) continue;
     key += arg.name + ":" + arg.dtype + "[";
     for (const Expression& dim : arg.shape) key += std::to_string(dim.Evaluate(bindings)) + ",";
     key += "]";

@@ -236,7 +236,8 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string field = key + ".args[" + std::to_string(i) + "]";
     reader.CheckKeys(args[i], field,
-                     {"name", "kind", "dtype", "shape", "value", "uniform", "when", "define"});
+                     {"name", "kind", "dtype", "shape", "value", "uniform", "when", "define",
+                      "tensor", "box", "swizzle", "interleave", "l2_promotion", "fill"});
     KernelArgSpec arg;
     arg.name = reader.Identifier(args[i], field, "name");
     if (args[i].contains("when")) {
@@ -250,6 +251,50 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
     const std::string kind = reader.String(args[i], field, "kind");
     static const std::set<std::string> kTensorTypes = {"f16", "bf16", "f32", "fp8e4m3", "fp8e5m2"};
     static const std::set<std::string> kScalarTypes = {"i32", "i64", "f32"};
+    if (kind != "tensor_map") {
+      for (const char* map_key :
+           {"tensor", "box", "swizzle", "interleave", "l2_promotion", "fill"}) {
+        if (args[i].contains(map_key)) {
+          reader.Fail(field + "." + map_key, "only a tensor_map argument has this field");
+        }
+      }
+    }
+    if (kind == "tensor_map") {
+      arg.kind = KernelArgSpec::Kind::kTensorMap;
+      for (const char* tensor_key : {"dtype", "shape", "value", "uniform", "define"}) {
+        if (args[i].contains(tensor_key)) {
+          reader.Fail(field + "." + tensor_key,
+                      "a tensor_map takes this from the tensor it describes, or has none");
+        }
+      }
+      TensorMapSpec map;
+      map.tensor = reader.Identifier(args[i], field, "tensor");
+      const Json& box = reader.Array(args[i], field, "box");
+      if (box.empty() || box.size() > 5) {
+        reader.Fail(field + ".box", "expected one to five extents, innermost first");
+      }
+      for (size_t d = 0; d < box.size(); ++d) {
+        map.box.push_back(reader.Expr(box[d], field + ".box[" + std::to_string(d) + "]", scope));
+      }
+      const auto choice = [&](const char* option_key, std::string& value,
+                              std::initializer_list<const char*> allowed) {
+        if (!args[i].contains(option_key)) return;
+        value = reader.String(args[i], field, option_key);
+        std::string known;
+        for (const char* option : allowed) {
+          if (value == option) return;
+          known += (known.empty() ? "" : ", ") + std::string(option);
+        }
+        reader.Fail(field + "." + option_key, "'" + value + "' is not one of " + known);
+      };
+      choice("swizzle", map.swizzle, {"none", "32B", "64B", "128B"});
+      choice("interleave", map.interleave, {"none", "16B", "32B"});
+      choice("l2_promotion", map.l2_promotion, {"none", "64B", "128B", "256B"});
+      choice("fill", map.fill, {"zero", "nan"});
+      arg.map = std::move(map);
+      kernel.args.push_back(std::move(arg));
+      continue;
+    }
     arg.dtype = reader.String(args[i], field, "dtype");
     if (kind == "input" || kind == "output") {
       arg.kind = kind == "input" ? KernelArgSpec::Kind::kInput : KernelArgSpec::Kind::kOutput;
@@ -284,9 +329,33 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
         reader.Fail(field, "unknown scalar dtype " + arg.dtype);
       arg.value = reader.Expr(reader.Member(args[i], field, "value"), field + ".value", scope);
     } else {
-      reader.Fail(field + ".kind", "expected input, output or scalar, not '" + kind + "'");
+      reader.Fail(field + ".kind",
+                  "expected input, output, scalar or tensor_map, not '" + kind + "'");
     }
     kernel.args.push_back(std::move(arg));
+  }
+  // A tensor map describes a tensor of the same kernel, of the same rank, present wherever the
+  // map is (the same `when`, or none on the tensor).
+  for (size_t i = 0; i < kernel.args.size(); ++i) {
+    const KernelArgSpec& arg = kernel.args[i];
+    if (!arg.map) continue;
+    const std::string field = key + ".args[" + std::to_string(i) + "].tensor";
+    bool found = false;
+    for (const KernelArgSpec& tensor : kernel.args) {
+      if (!tensor.is_tensor() || tensor.name != arg.map->tensor) continue;
+      found = true;
+      if (tensor.when && (!arg.when || tensor.when->text() != arg.when->text())) {
+        reader.Fail(field, "'" + tensor.name + "' exists only where " + tensor.when->text() +
+                               "; give the map the same \"when\"");
+      }
+      if (tensor.shape.size() != arg.map->box.size()) {
+        reader.Fail(key + ".args[" + std::to_string(i) + "].box",
+                    "'" + tensor.name + "' has " + std::to_string(tensor.shape.size()) +
+                        " dimensions, the box " + std::to_string(arg.map->box.size()));
+      }
+    }
+    if (!found)
+      reader.Fail(field, "'" + arg.map->tensor + "' is no tensor argument of this kernel");
   }
   try {
     kernel.source = read_source(kernel.source_path);

@@ -47,13 +47,27 @@ struct ConstraintSpec {
   std::string doc;
 };
 
+// A descriptor for the Hopper tensor memory accelerator (cp.async.bulk.tensor) of one tensor
+// argument of the same kernel: the worker builds it with cuTensorMapEncodeTiled from that
+// tensor (its dims and strides from the tensor's shape, innermost first) and passes it by value
+// (a __grid_constant__ parameter of 128 bytes); launch.json describes it completely.
+struct TensorMapSpec {
+  std::string tensor;                 // the tensor argument it describes
+  std::vector<Expression> box;        // the copy's extent per dimension, innermost first
+  std::string swizzle = "128B";       // none, 32B, 64B, 128B
+  std::string interleave = "none";    // none, 16B, 32B
+  std::string l2_promotion = "128B";  // none, 64B, 128B, 256B
+  std::string fill = "zero";          // what elements outside the tensor read as: zero or nan
+};
+
 struct KernelArgSpec {
-  enum class Kind { kInput, kOutput, kScalar };
+  enum class Kind { kInput, kOutput, kScalar, kTensorMap };
   std::string name;
   Kind kind = Kind::kInput;
-  std::string dtype;                // f16, f32, fp8e4m3, i32, ...
-  std::vector<Expression> shape;    // tensors
-  std::optional<Expression> value;  // scalars
+  std::string dtype;                 // f16, f32, fp8e4m3, i32, ...
+  std::vector<Expression> shape;     // tensors
+  std::optional<Expression> value;   // scalars
+  std::optional<TensorMapSpec> map;  // tensor maps
   // Inputs the gates fill uniformly in [lo, hi) instead of with N(0,1) (e.g. positive scales).
   std::optional<std::pair<double, double>> uniform;
   // The argument exists only where this is non-zero. It reads compile-time problem parameters
@@ -66,6 +80,7 @@ struct KernelArgSpec {
   std::string define;
 
   bool PresentFor(const Bindings& bindings) const { return !when || when->Evaluate(bindings) != 0; }
+  bool is_tensor() const { return kind == Kind::kInput || kind == Kind::kOutput; }
 };
 
 // One kernel of a template (the candidate or the reference): its source and how to launch it.

@@ -96,7 +96,7 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
        },
        "kernel.grid: expected three expressions"},
       {"an unknown argument kind", [](Json& j) { j["kernel"]["args"][0]["kind"] = "inout"; },
-       "kernel.args[0].kind: expected input, output or scalar"},
+       "kernel.args[0].kind: expected input, output, scalar or tensor_map"},
       {"an upper arch bound below the lower", [](Json& j) { j["max_sm"] = 75; },
        "max_sm: expected at least min_sm"},
       {"arch_specific that is not a boolean", [](Json& j) { j["arch_specific"] = 1; },

@@ -1,0 +1,58 @@
+// The Hopper tensor memory accelerator (sm_90): tensor maps as kernel parameters, bulk tensor
+// copies from global to shared memory that complete on an mbarrier with a transaction count,
+// and the mbarrier operations that count bytes.
+#pragma once
+
+namespace evo {
+
+// A tensor map as the kernel receives it: a manifest argument of kind tensor_map, declared as a
+// `const __grid_constant__ evo::TensorMap` parameter (128 bytes, passed by value).
+struct alignas(64) TensorMap {
+  unsigned long long opaque[16];
+};
+
+// Fetches the descriptor into the accelerator's cache ahead of the first copy that uses it.
+__device__ __forceinline__ void prefetch_tensor_map(const TensorMap& map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(&map) : "memory");
+}
+
+// Makes an mbarrier's initialization visible to the accelerator (the async proxy) before a copy
+// completes on it.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+// Arrives on `bar` and adds `bytes` to the transactions its current phase waits for: the phase
+// completes once every arrival is in and the copies have delivered that many bytes.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+
+// Copies the box of `map` at element coordinates (innermost first) into shared memory at `dst`
+// (1024-byte aligned for the 128-byte swizzle); its bytes count toward `bar`'s transactions.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap& map, int c0, int c1,
+                                            unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(&map), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+__device__ __forceinline__ void tma_load_4d(unsigned dst, const TensorMap& map, int c0, int c1,
+                                            int c2, int c3, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, "
+      "{%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(&map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// Byte offset of 16-byte chunk c of row r in a tile the accelerator wrote with the 128-byte
+// swizzle: rows of 128 bytes, chunk c at c ^ (r & 7).
+__device__ __forceinline__ unsigned swizzle_128b(int r, int c) {
+  return static_cast<unsigned>(r * 128 + ((c ^ (r & 7)) << 4));
+}
+
+}  // namespace evo
