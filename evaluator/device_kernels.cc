@@ -40,6 +40,16 @@ extern "C" __global__ void evo_fill_normal_f16(unsigned short* out, unsigned lon
   }
 }
 
+// Round to nearest even into bf16 (the upper half of an fp32).
+extern "C" __global__ void evo_fill_normal_bf16(unsigned short* out, unsigned long long n,
+                                                unsigned long long seed) {
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    const unsigned bits = __float_as_uint(evo_normal(seed, i));
+    out[i] = (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  }
+}
+
 extern "C" __global__ void evo_fill_normal_f32(float* out, unsigned long long n,
                                                unsigned long long seed) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
@@ -143,6 +153,12 @@ __device__ __forceinline__ float evo_load(const unsigned short* p, unsigned long
   return f;
 }
 __device__ __forceinline__ float evo_load(const float* p, unsigned long long i) { return p[i]; }
+struct EvoBf16 {
+  unsigned short bits;
+};
+__device__ __forceinline__ float evo_load(const EvoBf16* p, unsigned long long i) {
+  return __uint_as_float((unsigned)p[i].bits << 16);
+}
 
 template <typename T>
 __device__ void evo_compare(const T* out, const float* ref, unsigned long long n, float atol,
@@ -188,6 +204,12 @@ extern "C" __global__ void evo_compare_f16(const unsigned short* out, const floa
   evo_compare(out, ref, n, atol, rtol, stats);
 }
 
+extern "C" __global__ void evo_compare_bf16(const EvoBf16* out, const float* ref,
+                                            unsigned long long n, float atol, float rtol,
+                                            EvoCompareStats* stats) {
+  evo_compare(out, ref, n, atol, rtol, stats);
+}
+
 extern "C" __global__ void evo_compare_f32(const float* out, const float* ref,
                                            unsigned long long n, float atol, float rtol,
                                            EvoCompareStats* stats) {
@@ -224,7 +246,7 @@ void LaunchFill(CUfunction fill, const DeviceSpan& memory, int64_t elements, uin
 }
 
 void CheckDtype(const std::string& dtype, bool fp8_allowed = false) {
-  if (dtype != "f16" && dtype != "f32" && !(fp8_allowed && dtype == "fp8e4m3")) {
+  if (dtype != "f16" && dtype != "bf16" && dtype != "f32" && !(fp8_allowed && dtype == "fp8e4m3")) {
     throw Error("the gates cannot yet generate or compare dtype " + dtype);
   }
 }
@@ -242,10 +264,12 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
   if (!compiled.ok) throw Error("evo's gate kernels do not compile:\n" + compiled.log);
   module_ = std::make_unique<Module>(compiled.cubin);
   fill_normal_f16_ = module_->Function("evo_fill_normal_f16");
+  fill_normal_bf16_ = module_->Function("evo_fill_normal_bf16");
   fill_normal_f32_ = module_->Function("evo_fill_normal_f32");
   fill_normal_fp8e4m3_ = module_->Function("evo_fill_normal_fp8e4m3");
   fill_uniform_f32_ = module_->Function("evo_fill_uniform_f32");
   compare_f16_ = module_->Function("evo_compare_f16");
+  compare_bf16_ = module_->Function("evo_compare_bf16");
   compare_f32_ = module_->Function("evo_compare_f32");
   fill_guard_ = module_->Function("evo_fill_guard");
   check_guard_ = module_->Function("evo_check_guard");
@@ -256,9 +280,10 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
 void DeviceKernels::FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
                                uint64_t seed, const Stream& stream) const {
   CheckDtype(dtype, true);
-  const CUfunction fill = dtype == "f16"   ? fill_normal_f16_
-                          : dtype == "f32" ? fill_normal_f32_
-                                           : fill_normal_fp8e4m3_;
+  const CUfunction fill = dtype == "f16"    ? fill_normal_f16_
+                          : dtype == "bf16" ? fill_normal_bf16_
+                          : dtype == "f32"  ? fill_normal_f32_
+                                            : fill_normal_fp8e4m3_;
   LaunchFill(fill, memory, elements, seed, {}, stream);
 }
 
@@ -284,16 +309,18 @@ void DeviceKernels::PoisonWithNaN(const DeviceSpan& memory, const std::string& d
   if (dtype == "fp8e4m3") {
     CheckCuda(api.MemsetD8Async(start, 0x7f, static_cast<size_t>(elements), stream.get()),
               "cuMemsetD8Async");
-  } else if (dtype == "f16") {
-    // Two quiet fp16 NaNs per 32-bit word, and a last one for an odd count.
+  } else if (dtype == "f16" || dtype == "bf16") {
+    // Two quiet NaNs per 32-bit word, and a last one for an odd count (little-endian halves).
+    const unsigned short nan = dtype == "f16" ? 0x7e00u : 0x7fc0u;
     const auto words = static_cast<size_t>(elements / 2);
     if (words > 0) {
-      CheckCuda(api.MemsetD32Async(start, 0x7e007e00u, words, stream.get()), "cuMemsetD32Async");
+      CheckCuda(api.MemsetD32Async(start, (unsigned{nan} << 16) | nan, words, stream.get()),
+                "cuMemsetD32Async");
     }
     if (elements % 2 != 0) {
       const CUdeviceptr last = start + static_cast<CUdeviceptr>(words * 4);
-      CheckCuda(api.MemsetD8Async(last, 0x00, 1, stream.get()), "cuMemsetD8Async");
-      CheckCuda(api.MemsetD8Async(last + 1, 0x7e, 1, stream.get()), "cuMemsetD8Async");
+      CheckCuda(api.MemsetD8Async(last, nan & 0xffu, 1, stream.get()), "cuMemsetD8Async");
+      CheckCuda(api.MemsetD8Async(last + 1, nan >> 8, 1, stream.get()), "cuMemsetD8Async");
     }
   } else {
     CheckCuda(api.MemsetD32Async(start, 0x7fc00000u, static_cast<size_t>(elements), stream.get()),
@@ -318,7 +345,10 @@ ComparisonStats DeviceKernels::Compare(const DeviceSpan& output, const std::stri
   LaunchShape shape;
   shape.grid[0] = GridFor(elements);
   shape.block[0] = kThreads;
-  Launch(dtype == "f16" ? compare_f16_ : compare_f32_, shape, stream, args);
+  const CUfunction compare = dtype == "f16"    ? compare_f16_
+                             : dtype == "bf16" ? compare_bf16_
+                                               : compare_f32_;
+  Launch(compare, shape, stream, args);
   stream.Synchronize();
   stats_buffer.Download(&stats, sizeof(stats));
 

@@ -63,10 +63,12 @@ class DeviceKernels {
  private:
   std::unique_ptr<Module> module_;
   CUfunction fill_normal_f16_ = nullptr;
+  CUfunction fill_normal_bf16_ = nullptr;
   CUfunction fill_normal_f32_ = nullptr;
   CUfunction fill_normal_fp8e4m3_ = nullptr;
   CUfunction fill_uniform_f32_ = nullptr;
   CUfunction compare_f16_ = nullptr;
+  CUfunction compare_bf16_ = nullptr;
   CUfunction compare_f32_ = nullptr;
   CUfunction fill_guard_ = nullptr;
   CUfunction check_guard_ = nullptr;

@@ -335,16 +335,23 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
     kernel.args.push_back(std::move(arg));
   }
   // A tensor map describes a tensor of the same kernel, of the same rank, present wherever the
-  // map is (the same `when`, or none on the tensor).
+  // map is: the same `when`, or none on the tensor, or (a map without `when`) a tensor that has
+  // alternatives (Q as f16 or as bf16), whichever is present.
   for (size_t i = 0; i < kernel.args.size(); ++i) {
     const KernelArgSpec& arg = kernel.args[i];
     if (!arg.map) continue;
     const std::string field = key + ".args[" + std::to_string(i) + "].tensor";
     bool found = false;
+    int alternatives = 0;
+    for (const KernelArgSpec& tensor : kernel.args) {
+      if (tensor.is_tensor() && tensor.name == arg.map->tensor) ++alternatives;
+    }
     for (const KernelArgSpec& tensor : kernel.args) {
       if (!tensor.is_tensor() || tensor.name != arg.map->tensor) continue;
       found = true;
-      if (tensor.when && (!arg.when || tensor.when->text() != arg.when->text())) {
+      const bool follows_alternatives = !arg.when && alternatives > 1;
+      if (tensor.when && !follows_alternatives &&
+          (!arg.when || tensor.when->text() != arg.when->text())) {
         reader.Fail(field, "'" + tensor.name + "' exists only where " + tensor.when->text() +
                                "; give the map the same \"when\"");
       }

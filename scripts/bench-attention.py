@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""evo's best kernel beside PyTorch's flash attention and cuDNN, on the GPU that is here.
+"""evo's best kernel beside PyTorch's flash attention, cuDNN and FlexAttention, on the GPU here.
 
 For each shape it runs `evo run` (resuming the shape's database when one is there), exports the
-best elite, loads its cubin with CuPy and times it, torch flash (FlashAttention-2) and cuDNN
-the same way, in the same process: 20 back-to-back calls captured in a CUDA graph, the graph
+best elite, launches its cubin through the CUDA driver (scripts/evo_launch.py) and times it,
+torch flash (FlashAttention-2), cuDNN and FlexAttention (torch.compile of flex_attention, with a
+block mask when causal) the same way, in the same process: 20 back-to-back calls captured in a CUDA graph, the graph
 replayed back to back for at least 100 ms after a warm-up as long, each replay timed with CUDA
 events, the median over replays divided by 20. Before timing, evo's output is checked against
 PyTorch's math backend in fp32. Beside evo's time it prints the kernel's score stored by the
@@ -11,9 +12,10 @@ search, and evo's own performance gate on it (`evo bench`) right after the graph
 the SM clock the gate recorded.
 
 With several --template names each shape is searched for each, and the table reports the
-fastest template's best (its name leads the knobs column).
+fastest template's best (its name leads the knobs column). --dtype bf16 searches the templates
+that take bf16 (problem parameter BF16) and skips the others.
 
-Needs PyTorch and CuPy (both are on the H100 machine).
+Needs PyTorch (on the H100 machine).
   scripts/bench-attention.py --evo build-bundle/evo --budget 60 --work runs/bench
 """
 
@@ -24,11 +26,9 @@ import os
 import statistics
 import subprocess
 import sys
-import warnings
 
-# CuPy 14 deprecates ExternalStream; it is still the way to launch on PyTorch's current stream
-# (the capture stream inside torch.cuda.graph), and the warning would interleave with the table.
-warnings.filterwarnings("ignore", message="ExternalStream is deprecated")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from evo_launch import ExportedKernel  # noqa: E402
 
 # The shapes of ../shared/anchors.md: (B, H, S, D, causal).
 ANCHOR_SHAPES = [
@@ -58,9 +58,9 @@ def parse_shape(text):
     return (b, h, s, d, causal)
 
 
-def shape_name(shape):
+def shape_name(shape, dtype="fp16"):
     b, h, s, d, causal = shape
-    return f"{b}x{h}x{s}x{d}" + ("_causal" if causal else "")
+    return f"{b}x{h}x{s}x{d}" + ("_causal" if causal else "") + ("" if dtype == "fp16" else "_" + dtype)
 
 
 def evo(args, *command):
@@ -75,12 +75,14 @@ def search_and_export(args, template, shape):
     """Runs (or resumes) evo's search of the template for the shape; returns the exported folder."""
     b, h, s, d, causal = shape
     # The first template keeps the plain names, so databases of earlier runs stay usable.
-    name = shape_name(shape) + ("" if template == args.template[0] else "_" + template)
+    name = shape_name(shape, args.dtype) + ("" if template == args.template[0] else "_" + template)
     db = os.path.join(args.work, name + ".db")
     command = ["run", "--template", template, "--shape", f"{b},{h},{s},{d}",
                "--elite", "3", "--budget", str(args.budget), "--db", db]
     if causal:
         command.append("--causal")
+    if args.dtype == "bf16":
+        command += ["--problem", "BF16=1"]
     if args.time_limit:
         command += ["--time-limit", args.time_limit]
     if not args.no_search:
@@ -141,46 +143,10 @@ def grid_of(launch_json, num_sms, ctas_per_sm):
     return tuple(grid)
 
 
-def evo_launcher(torch, cupy, folder, q, k, v, o):
-    launch_json = json.load(open(os.path.join(folder, "launch.json")))
-    module = cupy.RawModule(path=os.path.join(folder, launch_json["cubin"]))
-    function = module.get_function(launch_json["entry"])
-    smem = launch_json["dynamic_smem_bytes"]
-    if launch_json["needs_dynamic_smem_opt_in"]:
-        function.max_dynamic_shared_size_bytes = smem
-    block = tuple(launch_json["block"])
-    device = cupy.cuda.Device()
-    num_sms = device.attributes["MultiProcessorCount"]
-    ctas_per_sm = 0
-    if any(isinstance(dim, str) for dim in launch_json["grid"]):
-        from cupy.cuda import driver
-        # RawKernel.kernel is CuPy's driver-level Function; its ptr is the CUfunction.
-        ctas_per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            function.kernel.ptr, block[0] * block[1] * block[2], smem)
-        if ctas_per_sm < 1:
-            raise SystemExit(f"bench-attention: {folder}: the kernel does not fit on an SM")
-    grid = grid_of(launch_json, num_sms, ctas_per_sm)
-    tensors = {"Q": q, "K": k, "V": v, "O": o}
-    arguments = []
-    for param in launch_json["params"]:
-        if param["kind"] == "scalar":
-            arguments.append(cupy.int32(param["value"]))
-        else:
-            if param["name"] not in tensors:
-                raise SystemExit(f"bench-attention: {launch_json['template']} takes "
-                                 f"{param['name']}; this benchmark feeds fp16 Q, K, V and O only")
-            tensor = tensors[param["name"]]
-            if list(tensor.shape) != param["shape"]:
-                raise SystemExit(f"bench-attention: {param['name']} is {list(tensor.shape)}, "
-                                 f"the export wants {param['shape']}")
-            arguments.append(cupy.from_dlpack(tensor))
-
-    def launch():
-        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-        with stream:
-            function(grid, block, tuple(arguments), shared_mem=smem)
-
-    return launch, launch_json
+def evo_launcher(folder, q, k, v, o):
+    kernel = ExportedKernel(folder)
+    launch = kernel.bind({"Q": q, "K": k, "V": v, "O": o})
+    return launch, kernel.launch_json
 
 
 def gate_now(args, template, shape, genome):
@@ -190,6 +156,8 @@ def gate_now(args, template, shape, genome):
     command = ["bench", "--template", template, "--shape", f"{b},{h},{s},{d}", "--json"]
     if causal:
         command.append("--causal")
+    if args.dtype == "bf16":
+        command += ["--problem", "BF16=1"]
     for knob, value in sorted(genome.items()):
         command += ["--set", f"{knob}={value}"]
     verdict = json.loads(evo(args, *command))["gpus"][0]
@@ -204,6 +172,38 @@ def gate(row):
         return f"{score} {'-':>9} {'-':>8} {'-':>8}"
     clock = f"{row['gate_sm_clock_mhz']:.0f}" if row.get("gate_sm_clock_mhz") else "-"
     return f"{score} {row['gate_us']:>9.2f} {row['gate_us'] / row['evo_us']:>8.3f} {clock:>8}"
+
+
+def flex_attention_runner(torch):
+    """A timer of FlexAttention on the same inputs: flex_attention compiled by torch.compile
+    (Triton), with a block mask when causal, checked against the math backend first. Returns
+    None for a shape it cannot run, saying why."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    # Every shape is a new specialization; past the default limit (8) dynamo falls back to eager.
+    torch._dynamo.config.cache_size_limit = 256
+    if hasattr(torch._dynamo.config, "recompile_limit"):
+        torch._dynamo.config.recompile_limit = 256
+    compiled = torch.compile(flex_attention, dynamic=False)
+
+    def causal_mask(b, h, q_idx, kv_idx):
+        return q_idx >= kv_idx
+
+    def run(q, k, v, causal, expected):
+        b, h, s, _ = q.shape
+        mask = create_block_mask(causal_mask, None, None, s, s, device="cuda") if causal else None
+        try:
+            out = compiled(q, k, v, block_mask=mask)
+        except Exception as error:  # noqa: BLE001 (a peer that cannot run is reported, not fatal)
+            print(f"  FlexAttention cannot run {tuple(q.shape)}: {error}", flush=True)
+            return None
+        torch.cuda.synchronize()
+        error = (out.float() - expected).abs().max().item()
+        if not math.isfinite(error) or error > 0.05:
+            raise SystemExit(f"bench-attention: FlexAttention is off by {error}")
+        return time_graph(torch, lambda: compiled(q, k, v, block_mask=mask))
+
+    return run
 
 
 def flops(shape):
@@ -223,23 +223,37 @@ def main():
     parser.add_argument("--no-search", action="store_true",
                         help="use the databases as they are, run no search")
     parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--dtype", choices=["fp16", "bf16"], default="fp16",
+                        help="Q, K, V and O in fp16 or bf16")
+    parser.add_argument("--no-flex", action="store_true", help="leave FlexAttention out")
     args = parser.parse_args()
     shapes = [parse_shape(t) for t in args.shapes] if args.shapes else ANCHOR_SHAPES
     os.makedirs(args.work, exist_ok=True)
+    if args.dtype == "bf16":
+        known = {t["name"]: t for t in json.loads(evo(args, "templates", "--json"))}
+        taking = [t for t in args.template
+                  if t in known and any(p["name"] == "BF16" for p in known[t]["problem"])]
+        for t in args.template:
+            if t not in taking:
+                print(f"bench-attention: {t} takes no bf16 (no problem parameter BF16); skipped")
+        if not taking:
+            raise SystemExit("bench-attention: none of the templates takes bf16")
+        args.template = taking
 
-    import cupy
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     import torch.nn.functional as F
 
+    flex = None if args.no_flex else flex_attention_runner(torch)
+    dtype = torch.float16 if args.dtype == "fp16" else torch.bfloat16
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
-          f"cuDNN {torch.backends.cudnn.version()}, CuPy {cupy.__version__}; per-call medians "
+          f"cuDNN {torch.backends.cudnn.version()}, {args.dtype}; per-call medians "
           f"of {CALLS_PER_GRAPH} calls in a CUDA graph, {REPLAYS} replays", flush=True)
     rows = []
     for shape in shapes:
         b, h, s, d, causal = shape
         generator = torch.Generator(device="cuda").manual_seed(2026)
-        q, k, v = (torch.randn((b, h, s, d), device="cuda", dtype=torch.float16,
+        q, k, v = (torch.randn((b, h, s, d), device="cuda", dtype=dtype,
                                generator=generator) for _ in range(3))
         with sdpa_kernel(SDPBackend.MATH):
             expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
@@ -248,11 +262,11 @@ def main():
         for template in args.template:
             folder, elite = search_and_export(args, template, shape)
             o = torch.empty_like(q)
-            launch, launch_json = evo_launcher(torch, cupy, folder, q, k, v, o)
+            launch, launch_json = evo_launcher(folder, q, k, v, o)
             launch()
             torch.cuda.synchronize()
             error = (o.float() - expected).abs().max().item()
-            if not math.isfinite(error) or error > 0.02:
+            if not math.isfinite(error) or error > (0.02 if args.dtype == "fp16" else 0.05):
                 raise SystemExit(f"bench-attention: evo's {template} kernel for "
                                  f"{shape_name(shape)} is off by {error} from PyTorch's math "
                                  "backend")
@@ -271,12 +285,15 @@ def main():
             with sdpa_kernel(backend):
                 row[key] = time_graph(
                     torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        row["flex_us"] = flex(q, k, v, causal, expected) if flex else None
         rows.append(row)
-        print(f"  {shape_name(shape)}: evo {row['evo_us']:.2f} us, flash {row['flash_us']:.2f} "
-              f"us, cuDNN {row['cudnn_us']:.2f} us", flush=True)
+        flex_text = f", FlexAttention {row['flex_us']:.2f} us" if row["flex_us"] else ""
+        print(f"  {shape_name(shape, args.dtype)}: evo {row['evo_us']:.2f} us, flash "
+              f"{row['flash_us']:.2f} us, cuDNN {row['cudnn_us']:.2f} us{flex_text}", flush=True)
 
     header = (f"{'B,H,S,D':<14} {'causal':<6} {'evo us':>9} {'evo TF':>7} {'flash us':>9} "
-              f"{'flash TF':>8} {'cuDNN us':>9} {'cuDNN TF':>8} {'vs flash':>8} {'vs cuDNN':>8}"
+              f"{'flash TF':>8} {'cuDNN us':>9} {'cuDNN TF':>8} {'flex us':>9} {'flex TF':>8} "
+              f"{'vs flash':>8} {'vs cuDNN':>8} {'vs flex':>8}"
               f" {'score us':>9} {'gate us':>9} {'gate/evo':>8} {'gate MHz':>8}  evo's knobs")
     print(header)
     for row in rows:
@@ -285,12 +302,18 @@ def main():
         knobs = " ".join(f"{k}={v}" for k, v in sorted(row["evo_genome"].items()))
         if len(args.template) > 1:
             knobs = row["evo_template"] + " " + knobs
+        flex_us = row["flex_us"]
+        flex_cols = (f"{flex_us:>9.2f} {tf(flex_us):>8.1f}" if flex_us else f"{'-':>9} {'-':>8}")
+        vs_flex = f"{flex_us / row['evo_us']:>7.2f}x" if flex_us else f"{'-':>8}"
         print(f"{','.join(map(str, row['shape'])):<14} {'yes' if row['causal'] else 'no':<6} "
               f"{row['evo_us']:>9.2f} {tf(row['evo_us']):>7.1f} {row['flash_us']:>9.2f} "
               f"{tf(row['flash_us']):>8.1f} {row['cudnn_us']:>9.2f} {tf(row['cudnn_us']):>8.1f} "
+              f"{flex_cols} "
               f"{row['flash_us'] / row['evo_us']:>7.2f}x {row['cudnn_us'] / row['evo_us']:>7.2f}x"
-              f" {gate(row)}  {knobs}")
-    print("vs flash, vs cuDNN: the peer's time over evo's (above 1: evo is faster); score us: the "
+              f" {vs_flex} {gate(row)}  {knobs}")
+    print("vs flash, vs cuDNN, vs flex: the peer's time over evo's (above 1: evo is faster); "
+          "flex: FlexAttention, torch.compile of flex_attention (a block mask when causal); "
+          "score us: the "
           "kernel's score stored by the search; gate us: evo bench's median for it right after "
           "the graph was timed, gate/evo: that over the CUDA-graph time, gate MHz: the SM clock "
           "the gate recorded")

@@ -59,12 +59,14 @@ void WriteTemplateVariant(const std::filesystem::path& folder, const std::string
   const std::filesystem::path from = SourceDir() / "kernel_templates" / original;
   const std::string source_name = original + ".cu";
   std::string source = ReadFile(from / source_name);
-  const size_t at = source.find(find);
-  if (at == std::string::npos || source.find(find, at + 1) != std::string::npos) {
-    throw std::runtime_error(name + ": '" + find + "' does not occur exactly once in " +
-                             source_name);
+  if (!find.empty()) {
+    const size_t at = source.find(find);
+    if (at == std::string::npos || source.find(find, at + 1) != std::string::npos) {
+      throw std::runtime_error(name + ": '" + find + "' does not occur exactly once in " +
+                               source_name);
+    }
+    source.replace(at, find.size(), replace);
   }
-  source.replace(at, find.size(), replace);
   WriteFile(folder / source_name, source);
   std::string manifest = ReadFile(from / "manifest.json");
   const std::string name_field = "\"name\": \"" + original + "\"";

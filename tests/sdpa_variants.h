@@ -22,8 +22,8 @@ std::string BrokenSdpaName(const SdpaBreakage& breakage);
 
 // Writes a copy of the shipped template kernel_templates/<original> (manifest, <original>.cu and
 // reference.cu) into `folder`, named `name`, with `find` in its kernel source replaced by
-// `replace`; throws when `find` does not occur exactly once, so a template change cannot
-// silently turn a broken variant into a good one.
+// `replace` (an empty `find` copies the source unchanged); throws when `find` does not occur
+// exactly once, so a template change cannot silently turn a broken variant into a good one.
 void WriteTemplateVariant(const std::filesystem::path& folder, const std::string& original,
                           const std::string& name, const std::string& find,
                           const std::string& replace);

@@ -1,0 +1,423 @@
+// Flash-attention forward on Hopper (sm_90a): O = softmax(Q K^T / sqrt(D)) V for fp16 or bf16
+// Q, K, V, O in [B, H, S, D] with fp32 accumulation, as a warp-specialized pipeline.
+//
+// Warpgroup 0 is the producer: one thread issues every copy, by the tensor memory accelerator
+// (cp.async.bulk.tensor through the tensor maps Q_map, K_map, V_map), into 128-byte swizzled
+// tiles: the Q tile of the CTA and a ring of STAGES K and V tiles. Each tile has a "full"
+// mbarrier that completes when its bytes have landed (a transaction count) and an "empty" one
+// that completes when every consumer warp has released it. Warpgroups 1..NUM_CONSUMERS are the
+// consumers: 64 query rows each, S = Q K^T and O += P V on wgmma (P from registers), the online
+// softmax of the device library, and nothing else. With NUM_CONSUMERS >= 2 the producer hands
+// registers to the consumers (setmaxnreg: PRODUCER_REGS for the producer, the rest split among
+// the consumers).
+//
+// Two overlaps are knobs. PINGPONG: the consumers take turns to issue their MMAs, ordered by a
+// ring of named barriers, so one warpgroup's softmax runs under another's MMAs. INTRA_OVERLAP:
+// inside a warpgroup, tile j's Q K^T and tile j-1's P V are issued together and the softmax of
+// tile j runs while P V is still on the tensor cores. PERSISTENT: one CTA per SM walks the tiles
+// (heaviest first when causal) and the producer loads the next tile's Q while the consumers finish
+// the current one.
+//
+// Q, K and V reach the kernel as pointers too (the arguments the tensor maps describe), but are
+// read through the maps only.
+//
+// Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT,
+// PRODUCER_REGS) and problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are prepended by evo.
+
+#if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) || \
+    !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                  \
+    !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || !defined(IS_BF16)
+#error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
+#endif
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
+#error "sdpa_hopper needs sm_90a (wgmma, setmaxnreg)"
+#endif
+
+#include "evo/attention.cuh"
+#include "evo/core.cuh"
+#include "evo/mbarrier.cuh"
+#include "evo/online_softmax.cuh"
+#include "evo/tma.cuh"
+#include "evo/warp_specialization.cuh"
+#include "evo/wgmma.cuh"
+
+EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, IS_CAUSAL, IS_BF16);
+static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1, 2 or 3");
+static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 256,
+              "BLOCK_N must be a multiple of 16 in [64, 256]");
+static_assert(STAGES >= 1, "STAGES must be at least 1");
+static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256,
+              "HEAD_DIM must be 64, 128 or 256");
+static_assert(PINGPONG == 0 || NUM_CONSUMERS >= 2, "PINGPONG needs two consumer warpgroups");
+
+namespace hopper {
+
+#if IS_BF16
+typedef evo::Bf16 Elem;
+#else
+typedef evo::Fp16 Elem;
+#endif
+
+// An enum rather than constexpr variables: NVRTC would emit those as unused .global symbols.
+enum : int {
+  kThreads = (NUM_CONSUMERS + 1) * 128,
+  kBlockM = NUM_CONSUMERS * 64,
+  kColumnBlocks = HEAD_DIM / 64,  // 64-column blocks of 128 bytes: one swizzle span each
+  kQTileBytes = kBlockM * HEAD_DIM * 2,
+  kKVTileBytes = BLOCK_N * HEAD_DIM * 2,
+  kNFrags = BLOCK_N / 8,
+  // Registers per thread at launch (__launch_bounds__(kThreads, 1)), and after the hand-over.
+  kLaunchRegs = 65536 / kThreads / 8 * 8,
+  kConsumerRegsUnrounded = ((NUM_CONSUMERS + 1) * kLaunchRegs - PRODUCER_REGS) / NUM_CONSUMERS,
+  kConsumerRegs = (kConsumerRegsUnrounded > 240 ? 240 : kConsumerRegsUnrounded) / 8 * 8,
+  kConsumerWarps = NUM_CONSUMERS * 4,
+  kTurnThreads = 256,  // a consumer warpgroup waiting for its turn, the previous one signalling
+};
+
+// The shared memory of a CTA: the tiles from the (1024-byte aligned) base, then the mbarriers.
+struct Layout {
+  unsigned base;
+  __device__ __forceinline__ unsigned q() const { return base; }
+  __device__ __forceinline__ unsigned k(int stage) const {
+    return base + kQTileBytes + stage * kKVTileBytes;
+  }
+  __device__ __forceinline__ unsigned v(int stage) const {
+    return base + kQTileBytes + (STAGES + stage) * kKVTileBytes;
+  }
+  // q_full, q_empty, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES].
+  __device__ __forceinline__ unsigned bar(int i) const {
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + 8 * i;
+  }
+  __device__ __forceinline__ unsigned q_full() const { return bar(0); }
+  __device__ __forceinline__ unsigned q_empty() const { return bar(1); }
+  __device__ __forceinline__ unsigned k_full(int s) const { return bar(2 + s); }
+  __device__ __forceinline__ unsigned k_empty(int s) const { return bar(2 + STAGES + s); }
+  __device__ __forceinline__ unsigned v_full(int s) const { return bar(2 + 2 * STAGES + s); }
+  __device__ __forceinline__ unsigned v_empty(int s) const { return bar(2 + 3 * STAGES + s); }
+};
+
+// The work of a CTA: query tiles of kBlockM rows of one (batch, head), either the one its grid
+// position names or, when PERSISTENT, every gridDim.x-th of all of them. Causal tiles go
+// heaviest (latest rows) first, so that the last wave is made of light tiles.
+struct Scheduler {
+  int num_m_tiles;
+  int num_tiles;
+  __device__ __forceinline__ Scheduler(int B, int H, int S_q)
+      : num_m_tiles((S_q + kBlockM - 1) / kBlockM), num_tiles(num_m_tiles * B * H) {}
+  __device__ __forceinline__ int first() const {
+    return PERSISTENT ? static_cast<int>(blockIdx.x)
+                      : (static_cast<int>(blockIdx.z) * gridDim.y + blockIdx.y) * num_m_tiles +
+                            static_cast<int>(blockIdx.x);
+  }
+  __device__ __forceinline__ int next(int tile) const {
+    return PERSISTENT ? tile + static_cast<int>(gridDim.x) : num_tiles;
+  }
+  // Tile `tile` as (batch * H + head, m_tile).
+  __device__ __forceinline__ void decode(int tile, int& bh, int& m_tile) const {
+    if (IS_CAUSAL) {
+      const int heads = num_tiles / num_m_tiles;
+      if (PERSISTENT) {
+        m_tile = num_m_tiles - 1 - tile / heads;
+        bh = tile % heads;
+      } else {
+        m_tile = num_m_tiles - 1 - tile % num_m_tiles;
+        bh = tile / num_m_tiles;
+      }
+    } else {
+      bh = tile / num_m_tiles;
+      m_tile = tile % num_m_tiles;
+    }
+  }
+};
+
+__device__ __forceinline__ int kv_tile_count(int m_tile, int S_q, int S_kv) {
+  return evo::causal_kv_tiles<kBlockM, BLOCK_N, IS_CAUSAL>(m_tile, S_q, S_kv);
+}
+
+// The producer: one thread that loads each tile's Q and its K/V tiles into the ring, in the
+// order the consumers use them.
+__device__ __forceinline__ void produce(const Layout& smem, const evo::TensorMap& q_map,
+                                        const evo::TensorMap& k_map, const evo::TensorMap& v_map,
+                                        int B, int H, int S_q, int S_kv) {
+  const Scheduler scheduler(B, H, S_q);
+  int kv_iter = 0;  // K/V tiles loaded so far, over all of this CTA's query tiles
+  int round = 0;    // query tiles so far
+  for (int tile = scheduler.first(); tile < scheduler.num_tiles; tile = scheduler.next(tile)) {
+    int bh, m_tile;
+    scheduler.decode(tile, bh, m_tile);
+    const int b = bh / H;
+    const int h = bh % H;
+    evo::mbar_wait_sleep(smem.q_empty(), (round & 1) ^ 1);
+    evo::mbar_arrive_expect_tx(smem.q_full(), kQTileBytes);
+#pragma unroll
+    for (int cb = 0; cb < kColumnBlocks; ++cb) {
+      evo::tma_load_4d(smem.q() + cb * kBlockM * 128, q_map, cb * 64, m_tile * kBlockM, h, b,
+                       smem.q_full());
+    }
+    const int num_kv_tiles = kv_tile_count(m_tile, S_q, S_kv);
+    for (int j = 0; j < num_kv_tiles; ++j, ++kv_iter) {
+      const int stage = kv_iter % STAGES;
+      const int free_parity = ((kv_iter / STAGES) & 1) ^ 1;
+      evo::mbar_wait_sleep(smem.k_empty(stage), free_parity);
+      evo::mbar_arrive_expect_tx(smem.k_full(stage), kKVTileBytes);
+#pragma unroll
+      for (int cb = 0; cb < kColumnBlocks; ++cb) {
+        evo::tma_load_4d(smem.k(stage) + cb * BLOCK_N * 128, k_map, cb * 64, j * BLOCK_N, h, b,
+                         smem.k_full(stage));
+      }
+      evo::mbar_wait_sleep(smem.v_empty(stage), free_parity);
+      evo::mbar_arrive_expect_tx(smem.v_full(stage), kKVTileBytes);
+#pragma unroll
+      for (int cb = 0; cb < kColumnBlocks; ++cb) {
+        evo::tma_load_4d(smem.v(stage) + cb * BLOCK_N * 128, v_map, cb * 64, j * BLOCK_N, h, b,
+                         smem.v_full(stage));
+      }
+    }
+    ++round;
+  }
+}
+
+// One consumer warpgroup's side of the ring of turns (PINGPONG): wait for this warpgroup's turn
+// to issue MMAs, and hand the turn to the next warpgroup once they are issued. Named barriers
+// 1..NUM_CONSUMERS, one per consumer warpgroup.
+struct Turns {
+  int consumer;
+  __device__ __forceinline__ void wait() const {
+    if (PINGPONG) evo::named_barrier_sync<kTurnThreads>(1 + consumer);
+  }
+  __device__ __forceinline__ void pass() const {
+    if (PINGPONG) evo::named_barrier_arrive<kTurnThreads>(1 + (consumer + 1) % NUM_CONSUMERS);
+  }
+};
+
+// Marks tile buffer `bar` as released by this warp (the empty barriers count consumer warps).
+__device__ __forceinline__ void release(unsigned bar, int lane) {
+  __syncwarp();
+  if (lane == 0) evo::mbar_arrive(bar);
+}
+
+// A consumer warpgroup: 64 query rows of every tile of the CTA.
+__device__ __forceinline__ void consume(const Layout& smem, unsigned short* __restrict__ O, int B,
+                                        int H, int S_q, int S_kv, int consumer) {
+  constexpr float kSoftmaxScale = evo::softmax_scale<HEAD_DIM, FAST_EXP>();
+  const int tid = evo::thread_index() - 128;  // within the consumers
+  const int warp = (tid / 32) % 4;            // within the warpgroup
+  const int lane = tid % 32;
+  const int group = lane >> 2;  // fragment row within an 8-row half
+  const int quad = lane & 3;    // fragment column pair
+  const int wg_row0 = consumer * 64;
+  const Turns turns{consumer};
+  // The first turn is consumer 0's: the last consumer signals it as if it had just issued.
+  if (PINGPONG && consumer == NUM_CONSUMERS - 1) {
+    evo::named_barrier_arrive<kTurnThreads>(1);
+  }
+
+  const Scheduler scheduler(B, H, S_q);
+  int kv_iter = 0;
+  int round = 0;
+  for (int tile = scheduler.first(); tile < scheduler.num_tiles; tile = scheduler.next(tile)) {
+    int bh, m_tile;
+    scheduler.decode(tile, bh, m_tile);
+    const int m_start = m_tile * kBlockM;
+    const int thread_row = m_start + wg_row0 + warp * 16 + group;  // and thread_row + 8
+    const int num_kv_tiles = kv_tile_count(m_tile, S_q, S_kv);
+
+    float acc[HEAD_DIM / 2];
+#pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.f;
+    float row_max[2] = {evo::neg_inf(), evo::neg_inf()};
+    float row_sum[2] = {0.f, 0.f};
+    float s[BLOCK_N / 2];
+    unsigned p[BLOCK_N / 16][4];
+
+    // S = Q K^T of this warpgroup's 64 rows: k16 steps walk 32 bytes inside a 64-column block.
+    const auto issue_scores = [&](int stage) {
+      evo::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < HEAD_DIM / 16; ++ks) {
+        const unsigned q_addr = smem.q() + (ks / 4) * kBlockM * 128 + wg_row0 * 128 + (ks % 4) * 32;
+        const unsigned k_addr = smem.k(stage) + (ks / 4) * BLOCK_N * 128 + (ks % 4) * 32;
+        evo::Wgmma<BLOCK_N, Elem>::ss(s, evo::smem_desc_sw128(q_addr, 16),
+                                      evo::smem_desc_sw128(k_addr, 16), ks > 0 ? 1 : 0);
+      }
+      evo::wgmma_commit();
+    };
+    // O += P V: the S registers of column groups 2kk and 2kk+1 are the A fragment of k16 step
+    // kk; V is read transposed, its 64-column blocks BLOCK_N * 128 bytes apart.
+    const auto issue_values = [&](int stage) {
+      evo::wgmma_fence_registers(acc);
+      evo::wgmma_fence_registers(p);
+      evo::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+        evo::Wgmma<HEAD_DIM, Elem>::rs(
+            acc, p[kk], evo::smem_desc_sw128(smem.v(stage) + kk * 16 * 128, BLOCK_N * 128));
+      }
+      evo::wgmma_commit();
+    };
+    // Masks tile j's scores and runs the online softmax on them: probabilities replace the
+    // scores, and the factor for what was accumulated before is returned in alpha.
+    const auto softmax = [&](int j, float(&alpha)[2]) {
+      const int n_start = j * BLOCK_N;
+      // Register i of S holds row thread_row + 8 * ((i >> 1) & 1), column
+      // n_start + 8 * (i >> 2) + 2 * quad + (i & 1): the m16n8 fragments of each warp along N.
+      if (n_start + BLOCK_N > S_kv || (IS_CAUSAL && n_start + BLOCK_N - 1 > m_start + wg_row0)) {
+        evo::mask_scores<kNFrags>([&](int nf, int e) -> float& { return s[4 * nf + e]; },
+                                  evo::OutOfBoundsOrFuture<IS_CAUSAL>{
+                                      S_kv - n_start - quad * 2, thread_row - n_start - quad * 2});
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        alpha[h] = evo::online_softmax_row<kNFrags, FAST_EXP>(
+            [&](int nf, int i) -> float& { return s[4 * nf + 2 * h + i]; }, row_max[h], row_sum[h],
+            kSoftmaxScale,
+            [&](int nf, float p0, float p1) {
+              s[4 * nf + 2 * h] = p0;
+              s[4 * nf + 2 * h + 1] = p1;
+            });
+      }
+    };
+    const auto pack_probabilities = [&] {
+#pragma unroll
+      for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          p[kk][r] = Elem::pack2(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+      }
+    };
+    const auto rescale = [&](const float(&alpha)[2]) {
+#pragma unroll
+      for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= alpha[(i >> 1) & 1];
+    };
+    const auto stage_of = [&](int j) { return (kv_iter + j) % STAGES; };
+    const auto full_parity = [&](int j) { return ((kv_iter + j) / STAGES) & 1; };
+    const auto wait_keys = [&](int j) {
+      evo::mbar_wait_sleep(smem.k_full(stage_of(j)), full_parity(j));
+    };
+    const auto wait_values = [&](int j) {
+      evo::mbar_wait_sleep(smem.v_full(stage_of(j)), full_parity(j));
+    };
+
+    evo::mbar_wait_sleep(smem.q_full(), round & 1);
+    float alpha[2];
+    if (INTRA_OVERLAP) {
+      // Tile 0 alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1} together,
+      // wait for the scores only, run the softmax while P V runs, then wait for P V.
+      wait_keys(0);
+      turns.wait();
+      issue_scores(stage_of(0));
+      turns.pass();
+      evo::wgmma_wait<0>();
+      evo::wgmma_fence_registers(s);
+      release(smem.k_empty(stage_of(0)), lane);
+      if (num_kv_tiles == 1) release(smem.q_empty(), lane);
+      softmax(0, alpha);
+      pack_probabilities();
+      for (int j = 1; j < num_kv_tiles; ++j) {
+        wait_keys(j);
+        wait_values(j - 1);
+        turns.wait();
+        issue_scores(stage_of(j));
+        issue_values(stage_of(j - 1));
+        turns.pass();
+        evo::wgmma_wait<1>();
+        evo::wgmma_fence_registers(s);
+        release(smem.k_empty(stage_of(j)), lane);
+        if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
+        softmax(j, alpha);
+        evo::wgmma_wait<0>();
+        evo::wgmma_fence_registers(acc);
+        evo::wgmma_fence_registers(p);
+        release(smem.v_empty(stage_of(j - 1)), lane);
+        rescale(alpha);
+        pack_probabilities();
+      }
+      const int last = num_kv_tiles - 1;
+      wait_values(last);
+      turns.wait();
+      issue_values(stage_of(last));
+      turns.pass();
+      evo::wgmma_wait<0>();
+      evo::wgmma_fence_registers(acc);
+      release(smem.v_empty(stage_of(last)), lane);
+    } else {
+      for (int j = 0; j < num_kv_tiles; ++j) {
+        wait_keys(j);
+        turns.wait();
+        issue_scores(stage_of(j));
+        turns.pass();
+        evo::wgmma_wait<0>();
+        evo::wgmma_fence_registers(s);
+        release(smem.k_empty(stage_of(j)), lane);
+        if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
+        softmax(j, alpha);
+        rescale(alpha);
+        pack_probabilities();
+        wait_values(j);
+        turns.wait();
+        issue_values(stage_of(j));
+        turns.pass();
+        evo::wgmma_wait<0>();
+        evo::wgmma_fence_registers(acc);
+        release(smem.v_empty(stage_of(j)), lane);
+      }
+    }
+    kv_iter += num_kv_tiles;
+    ++round;
+
+    // Epilogue: normalize and store each thread's pairs.
+    unsigned short* o_head = O + static_cast<long long>(bh) * S_q * HEAD_DIM;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float l = evo::quad_sum(row_sum[h]);
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int row = thread_row + 8 * h;
+      if (row < S_q) {
+#pragma unroll
+        for (int df = 0; df < HEAD_DIM / 8; ++df) {
+          const unsigned v = Elem::pack2(acc[4 * df + 2 * h] * inv, acc[4 * df + 2 * h + 1] * inv);
+          evo::st_global_b32(o_head + static_cast<long long>(row) * HEAD_DIM + 8 * df + 2 * quad,
+                             v);
+        }
+      }
+    }
+  }
+  // The last consumer's final pass has no turn after it: consumer 0 takes it, so that no named
+  // barrier is left half-arrived when the CTA exits.
+  if (PINGPONG && consumer == 0) evo::named_barrier_sync<kTurnThreads>(1);
+}
+
+}  // namespace hopper
+
+extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fwd(
+    const unsigned short* __restrict__ /*Q*/, const unsigned short* __restrict__ /*K*/,
+    const unsigned short* __restrict__ /*V*/, const __grid_constant__ evo::TensorMap Q_map,
+    const __grid_constant__ evo::TensorMap K_map, const __grid_constant__ evo::TensorMap V_map,
+    unsigned short* __restrict__ O, int B, int H, int S_q, int S_kv) {
+  extern __shared__ __align__(1024) unsigned char smem_bytes[];
+  const hopper::Layout smem{evo::smem_u32(smem_bytes)};
+  const int tid = evo::thread_index();
+  if (tid == 0) {
+    evo::prefetch_tensor_map(Q_map);
+    evo::prefetch_tensor_map(K_map);
+    evo::prefetch_tensor_map(V_map);
+    evo::mbar_init(smem.q_full(), 1);
+    evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps);
+    for (int s = 0; s < STAGES; ++s) {
+      evo::mbar_init(smem.k_full(s), 1);
+      evo::mbar_init(smem.k_empty(s), hopper::kConsumerWarps);
+      evo::mbar_init(smem.v_full(s), 1);
+      evo::mbar_init(smem.v_empty(s), hopper::kConsumerWarps);
+    }
+    evo::fence_mbarrier_init();
+  }
+  __syncthreads();
+  const int warpgroup = tid / 128;
+  if (warpgroup == 0) {
+    if constexpr (NUM_CONSUMERS >= 2) evo::registers_decrease<PRODUCER_REGS>();
+    if (tid == 0) hopper::produce(smem, Q_map, K_map, V_map, B, H, S_q, S_kv);
+  } else {
+    if constexpr (NUM_CONSUMERS >= 2) evo::registers_increase<hopper::kConsumerRegs>();
+    hopper::consume(smem, O, B, H, S_q, S_kv, warpgroup - 1);
+  }
+}

@@ -1,0 +1,168 @@
+"""Launches a kernel that `evo export` wrote, on PyTorch tensors, through the CUDA driver (ctypes
+on libcuda): the cubin loaded into the current context, the dynamic shared memory opted in, the
+grid computed from launch.json (NUM_SMS, CTAS_PER_SM from the device), tensor maps encoded with
+cuTensorMapEncodeTiled from the tensors they describe, and the launch on PyTorch's current stream
+(so it can be captured in a CUDA graph).
+
+    from evo_launch import ExportedKernel
+    kernel = ExportedKernel("runs/bench/4x16x4096x128")
+    launch = kernel.bind({"Q": q, "K": k, "V": v, "O": o})
+    launch()
+"""
+
+import ctypes
+import json
+import os
+
+_CUDA = None
+
+# cuTensorMapEncodeTiled's enums (cuda.h).
+_MAP_DTYPES = {"f16": 6, "f32": 7, "bf16": 9, "fp8e4m3": 0, "fp8e5m2": 0}
+_SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
+_INTERLEAVE = {"none": 0, "16B": 1, "32B": 2}
+_L2_PROMOTION = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
+_FILL = {"zero": 0, "nan": 1}
+_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32",
+                 "fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}
+_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+
+
+def _cuda():
+    global _CUDA
+    if _CUDA is None:
+        _CUDA = ctypes.CDLL("libcuda.so.1")
+    return _CUDA
+
+
+def _check(result, what):
+    if result != 0:
+        name = ctypes.c_char_p()
+        _cuda().cuGetErrorName(result, ctypes.byref(name))
+        raise RuntimeError(f"{what} failed: {name.value.decode() if name.value else result}")
+
+
+class _TensorMap(ctypes.Structure):
+    _fields_ = [("opaque", ctypes.c_uint64 * 16)]
+
+
+def _evaluate(expr, bindings):
+    """One of evo's integer expressions (as launch.json keeps the device-dependent ones)."""
+    if isinstance(expr, int):
+        return expr
+
+    def ceil_div(a, b):
+        return -(-a // b)
+
+    text = expr.replace("/", "//").replace("&&", " and ").replace("||", " or ")
+    # The ternary a ? b : c of evo's expressions, for the simple forms grids use.
+    if "?" in text:
+        condition, rest = text.split("?", 1)
+        then, otherwise = rest.split(":", 1)
+        return _evaluate(then, bindings) if _evaluate(condition, bindings) else _evaluate(
+            otherwise, bindings)
+    return int(eval(text, {"__builtins__": {}},  # noqa: S307 (evo's own expression)
+                    {"min": min, "max": max, "ceil_div": ceil_div, **bindings}))
+
+
+class ExportedKernel:
+    def __init__(self, folder):
+        self.folder = folder
+        with open(os.path.join(folder, "launch.json")) as f:
+            self.launch_json = json.load(f)
+        with open(os.path.join(folder, self.launch_json["cubin"]), "rb") as f:
+            image = f.read()
+        cuda = _cuda()
+        self._module = ctypes.c_void_p()
+        _check(cuda.cuModuleLoadData(ctypes.byref(self._module), image), "cuModuleLoadData")
+        self._function = ctypes.c_void_p()
+        _check(cuda.cuModuleGetFunction(ctypes.byref(self._function), self._module,
+                                        self.launch_json["entry"].encode()),
+               "cuModuleGetFunction")
+        self.smem = self.launch_json["dynamic_smem_bytes"]
+        if self.launch_json["needs_dynamic_smem_opt_in"]:
+            _check(cuda.cuFuncSetAttribute(self._function,
+                                           _FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                           ctypes.c_int(self.smem)),
+                   "cuFuncSetAttribute")
+        self.block = tuple(self.launch_json["block"])
+        device = ctypes.c_int()
+        _check(cuda.cuCtxGetDevice(ctypes.byref(device)), "cuCtxGetDevice")
+        num_sms = ctypes.c_int()
+        _check(cuda.cuDeviceGetAttribute(ctypes.byref(num_sms),
+                                         _DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+               "cuDeviceGetAttribute")
+        ctas_per_sm = ctypes.c_int(0)
+        if any(isinstance(dim, str) for dim in self.launch_json["grid"]):
+            _check(cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                ctypes.byref(ctas_per_sm), self._function,
+                ctypes.c_int(self.block[0] * self.block[1] * self.block[2]),
+                ctypes.c_size_t(self.smem)), "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+            if ctas_per_sm.value < 1:
+                raise RuntimeError(f"{folder}: the kernel does not fit on an SM")
+        bindings = {"NUM_SMS": num_sms.value, "CTAS_PER_SM": ctas_per_sm.value}
+        self.grid = tuple(_evaluate(dim, bindings) for dim in self.launch_json["grid"])
+
+    def _encode(self, param, tensor):
+        cuda = _cuda()
+        rank = param["rank"]
+        tensor_map = _TensorMap()
+        dims = (ctypes.c_uint64 * rank)(*param["dims"])
+        strides = (ctypes.c_uint64 * max(rank - 1, 1))(*param["strides_bytes"])
+        box = (ctypes.c_uint32 * rank)(*param["box"])
+        element_strides = (ctypes.c_uint32 * rank)(*param["element_strides"])
+        _check(cuda.cuTensorMapEncodeTiled(
+            ctypes.byref(tensor_map), ctypes.c_int(_MAP_DTYPES[param["dtype"]]),
+            ctypes.c_uint32(rank), ctypes.c_void_p(tensor.data_ptr()), dims, strides, box,
+            element_strides, ctypes.c_int(_INTERLEAVE[param["interleave"]]),
+            ctypes.c_int(_SWIZZLE[param["swizzle"]]),
+            ctypes.c_int(_L2_PROMOTION[param["l2_promotion"]]),
+            ctypes.c_int(_FILL[param["fill"]])), f"cuTensorMapEncodeTiled of {param['name']}")
+        return tensor_map
+
+    def bind(self, tensors):
+        """A launcher of the kernel on these tensors (by argument name), checked against the
+        export: shapes, dtypes and contiguity."""
+        import torch
+
+        values = []
+        for param in self.launch_json["params"]:
+            kind = param["kind"]
+            if kind == "scalar":
+                ctype = {"i32": ctypes.c_int32, "i64": ctypes.c_int64,
+                         "f32": ctypes.c_float}[param["dtype"]]
+                values.append(ctype(param["value"]))
+                continue
+            name = param["tensor"] if kind == "tensor_map" else param["name"]
+            if name not in tensors:
+                raise ValueError(f"{self.launch_json['template']} takes {name}")
+            tensor = tensors[name]
+            want = getattr(torch, _TORCH_DTYPES[param["dtype"]])
+            if tensor.dtype != want:
+                raise ValueError(f"{name} is {tensor.dtype}, the export wants {want}")
+            if not tensor.is_cuda or not tensor.is_contiguous():
+                raise ValueError(f"{name} must be a contiguous CUDA tensor")
+            if kind == "tensor_map":
+                dims = list(reversed(tensor.shape))
+                if dims != param["dims"]:
+                    raise ValueError(f"{name} is {list(tensor.shape)}, the map of {param['name']}"
+                                     f" wants {list(reversed(param['dims']))}")
+                values.append(self._encode(param, tensor))
+            else:
+                if list(tensor.shape) != param["shape"]:
+                    raise ValueError(f"{name} is {list(tensor.shape)}, the export wants "
+                                     f"{param['shape']}")
+                values.append(ctypes.c_void_p(tensor.data_ptr()))
+        pointers = (ctypes.c_void_p * len(values))(
+            *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+        cuda = _cuda()
+        grid, block, smem, function = self.grid, self.block, self.smem, self._function
+
+        def launch():
+            stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+            _check(cuda.cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1],
+                                       block[2], smem, stream, pointers, None),
+                   "cuLaunchKernel")
+
+        launch.keep_alive = values  # the argument storage the pointers point into
+        return launch

@@ -1,0 +1,344 @@
+// sdpa_hopper: its space compiled for sm_90a (NVRTC, any machine) or refused by a named
+// constraint; its tensor maps; and on an H100 the gates across D, dtype, causal and odd lengths,
+// with broken variants of its pipeline (a skipped wait, a refill before release, a wrong swizzle,
+// a turn never passed) that must not pass.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/files.h"
+#include "evaluator/compile_gate.h"
+#include "evaluator/cuda_driver.h"
+#include "evaluator/gpu_worker.h"
+#include "evaluator/nvrtc_compiler.h"
+#include "kernel_templates/arch.h"
+#include "kernel_templates/configuration.h"
+#include "kernel_templates/template_library.h"
+#include "kernel_templates/tensor_map.h"
+#include "tests/sdpa_variants.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+Problem HopperProblem(const Manifest& manifest, int64_t b, int64_t h, int64_t s_q, int64_t s_kv,
+                      int64_t d, int64_t causal, int64_t bf16) {
+  Problem problem = test::AttentionProblem(manifest, b, h, s_q, s_kv, d, causal);
+  problem["BF16"] = bf16;
+  return problem;
+}
+
+// Configurations in which every value of every knob appears, each with a problem (D, dtype,
+// causal) that rotates, so that a few dozen compiles cover the space's axes.
+struct SampledConfiguration {
+  std::string settings;
+  int64_t d;
+  int64_t causal;
+  int64_t bf16;
+};
+
+std::vector<SampledConfiguration> CoveringSample() {
+  // Each setting with the two head dims it is tried at: most fit, the last one does not.
+  const std::pair<const char*, std::pair<int64_t, int64_t>> settings[] = {
+      {"", {64, 128}},
+      {"NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=176 STAGES=1", {64, 128}},
+      {"NUM_CONSUMERS=3 BLOCK_N=64 STAGES=3 INTRA_OVERLAP=0", {64, 128}},
+      {"BLOCK_N=96 STAGES=4 FAST_EXP=0 PERSISTENT=1", {64, 128}},
+      {"BLOCK_N=112 PRODUCER_REGS=40 PINGPONG=0", {128, 64}},
+      {"BLOCK_N=144 PRODUCER_REGS=56 INTRA_OVERLAP=0 PERSISTENT=1", {128, 64}},
+      {"BLOCK_N=80 STAGES=2", {256, 256}},
+      {"BLOCK_N=64 PRODUCER_REGS=40 PERSISTENT=1 STAGES=1", {256, 256}},
+      {"BLOCK_N=160 STAGES=2", {128, 64}},
+      {"BLOCK_N=192 STAGES=1 FAST_EXP=0", {64, 64}},
+      {"BLOCK_N=224 NUM_CONSUMERS=1 PINGPONG=0 STAGES=2", {64, 64}},
+      {"BLOCK_N=64 NUM_CONSUMERS=3 PERSISTENT=1 STAGES=4", {128, 64}},
+      {"BLOCK_N=256 NUM_CONSUMERS=1 PINGPONG=0 INTRA_OVERLAP=0 STAGES=1", {64, 128}},
+  };
+  std::vector<SampledConfiguration> sample;
+  int index = 0;
+  for (const auto& [setting, heads] : settings) {
+    for (const int64_t d : {heads.first, heads.second}) {
+      sample.push_back({setting, d, (index / 2) % 2, index % 2});
+      ++index;
+    }
+  }
+  return sample;
+}
+
+TEST_CASE("sdpa_hopper compiles for sm_90a across its space, or a named constraint refuses",
+          "[compile][nvrtc]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const KernelTemplate& hopper = library.Find("sdpa_hopper");
+  CHECK(hopper.manifest.arch_specific);
+  NvrtcCompiler compiler;
+  int compiled = 0;
+  std::map<std::string, int> refused;
+  for (const SampledConfiguration& sampled : CoveringSample()) {
+    const Problem problem =
+        HopperProblem(hopper.manifest, 2, 8, 1000, 777, sampled.d, sampled.causal, sampled.bf16);
+    INFO(sampled.settings << " D=" << sampled.d << " causal=" << sampled.causal
+                          << " bf16=" << sampled.bf16);
+    const CompileOutcome outcome =
+        RunCompileGate(hopper, test::GenomeFromSettings(hopper.manifest, sampled.settings), problem,
+                       ArchByName("sm_90"), compiler, {});
+    INFO(outcome.reason << "\n" << outcome.compiled.log);
+    if (outcome.status == Status::kInvalid) {
+      REQUIRE(outcome.violation.has_value());
+      ++refused[outcome.violation->name];
+      continue;
+    }
+    REQUIRE(outcome.status == Status::kCompiled);
+    CHECK(outcome.target == "sm_90a");
+    CHECK(outcome.resources->spill_stores == 0);
+    // The launch allocation that setmaxnreg redistributes: 65536 registers over the CTA.
+    CHECK(outcome.resources->registers * outcome.threads_per_block <= 65536);
+    ++compiled;
+  }
+  WARN("sdpa_hopper sample: " << compiled << " compiled, refused " << refused.size() << " ways");
+  CHECK(compiled >= 24);
+  // No value of BLOCK_N = 256 fits the registers: the last setting is refused at both head dims.
+  CHECK(refused["accumulators_fit_registers"] == 2);
+
+  // Each constraint, by name, where it alone fails.
+  const struct {
+    const char* settings;
+    int64_t d;
+    const char* constraint;
+  } refusals[] = {
+      {"NUM_CONSUMERS=1 PINGPONG=1", 128, "pingpong_needs_two_consumers"},
+      {"NUM_CONSUMERS=1 PINGPONG=0 PRODUCER_REGS=40", 128, "register_split_needs_two_consumers"},
+      {"BLOCK_N=256 STAGES=1", 128, "accumulators_fit_registers"},
+      {"BLOCK_N=192 STAGES=1 FAST_EXP=0", 128, "accumulators_fit_registers"},
+      {"NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=64 STAGES=4", 256, "smem_fits_block"},
+  };
+  for (const auto& [settings, d, constraint] : refusals) {
+    INFO(settings << " D=" << d);
+    const Problem problem = HopperProblem(hopper.manifest, 1, 1, 512, 512, d, 0, 0);
+    const CompileOutcome outcome =
+        RunCompileGate(hopper, test::GenomeFromSettings(hopper.manifest, settings), problem,
+                       ArchByName("sm_90"), compiler, {});
+    CHECK(outcome.status == Status::kInvalid);
+    REQUIRE(outcome.violation.has_value());
+    CHECK(outcome.violation->name == constraint);
+  }
+}
+
+TEST_CASE("sdpa_hopper's tensor maps follow Q, K and V in either dtype", "[manifest]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const Manifest& manifest = library.Find("sdpa_hopper").manifest;
+  const KernelSpec& kernel = manifest.kernel;
+  const auto find_map = [&](const std::string& name) -> const KernelArgSpec& {
+    for (const KernelArgSpec& arg : kernel.args) {
+      if (arg.name == name && arg.map) return arg;
+    }
+    FAIL("no tensor map " << name);
+    throw;
+  };
+  for (int64_t bf16 : {0, 1}) {
+    const Problem problem = HopperProblem(manifest, 3, 5, 1000, 333, 128, 0, bf16);
+    Genome genome = DefaultGenome(manifest);
+    genome["NUM_CONSUMERS"] = 3;
+    genome["BLOCK_N"] = 176;
+    const Bindings bindings = CompileBindings(manifest, genome, problem, ArchByName("sm_90"));
+    const TensorMapDescription q = DescribeTensorMap(find_map("Q_map"), kernel, bindings);
+    CHECK(q.dtype == (bf16 ? "bf16" : "f16"));
+    CHECK(q.dims == std::vector<uint64_t>{128, 1000, 5, 3});
+    CHECK(q.strides == std::vector<uint64_t>{256, 256 * 1000, 256 * 1000 * 5});
+    CHECK(q.box == std::vector<uint32_t>{64, 192, 1, 1});
+    CHECK(q.swizzle == "128B");
+    const TensorMapDescription v = DescribeTensorMap(find_map("V_map"), kernel, bindings);
+    CHECK(v.dims == std::vector<uint64_t>{128, 333, 5, 3});
+    CHECK(v.box == std::vector<uint32_t>{64, 176, 1, 1});
+  }
+
+  // A map without "when" over a tensor that exists only under one is refused; over a tensor
+  // with alternatives it follows whichever is present.
+  test::TempDir dir;
+  test::WriteTemplateVariant(dir.path() / "one_dtype", "sdpa_hopper", "one_dtype", "", "");
+  std::string text = ReadFile(dir.path() / "one_dtype" / "manifest.json");
+  const std::string bf16_q =
+      "\"name\": \"Q\",\n        \"kind\": \"input\",\n        \"dtype\": \"bf16\"";
+  const size_t at = text.find(bf16_q);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, bf16_q.size(),
+               "\"name\": \"Q16\",\n        \"kind\": \"input\",\n        \"dtype\": \"bf16\"");
+  test::WriteFile(dir.path() / "one_dtype" / "manifest.json", text);
+  CHECK_THROWS_WITH(TemplateLibrary::Load({dir.path() / "one_dtype"}),
+                    Catch::Contains("'Q' exists only where !BF16; give the map the same \"when\""));
+}
+
+// Evaluates configurations of sdpa_hopper and its broken variants in a worker process, so that a
+// variant that hangs costs its deadline and nothing else.
+class HopperBench {
+ public:
+  explicit HopperBench(const std::filesystem::path& variants)
+      : library_(TemplateLibrary::Load({variants})),
+        arch_(QueryDevices().at(0).arch_info()),
+        supervisor_(GpuWorkerCommand(Options(variants))) {}
+
+  bool on_hopper() const { return arch_.name == "sm_90"; }
+
+  // The status of `settings` of template `name` on the problem, or nullopt when the compile gate
+  // refused the configuration.
+  std::optional<GpuVerdict> Evaluate(const std::string& name, const std::string& settings,
+                                     const Problem& problem, std::chrono::milliseconds deadline) {
+    const KernelTemplate& kernel_template = library_.Find(name);
+    const Genome genome = test::GenomeFromSettings(kernel_template.manifest, settings);
+    const CompileOutcome compiled =
+        RunCompileGate(kernel_template, genome, problem, arch_, compiler_, {});
+    if (compiled.status != Status::kCompiled) return std::nullopt;
+    return VerdictFromWorker(
+        supervisor_.Evaluate(MakeEvaluatePayload(kernel_template, genome, problem,
+                                                 compiled.compiled.cubin, true, {}),
+                             deadline),
+        deadline);
+  }
+
+  const Manifest& manifest(const std::string& name) const { return library_.Find(name).manifest; }
+
+ private:
+  static GpuWorkerOptions Options(const std::filesystem::path& variants) {
+    GpuWorkerOptions options;
+    options.executable = test::EvoBinary();
+    options.template_folders = {variants};
+    return options;
+  }
+
+  TemplateLibrary library_;
+  ArchInfo arch_;
+  NvrtcCompiler compiler_;
+  WorkerSupervisor supervisor_;
+};
+
+TEST_CASE("sdpa_hopper passes the gates across D, dtype, causal and odd lengths", "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  test::TempDir dir;
+  HopperBench bench(dir.path());
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  const Manifest& manifest = bench.manifest("sdpa_hopper");
+  const int64_t shapes[][4] = {{1, 2, 17, 33},   {2, 3, 509, 509}, {1, 4, 1000, 1000},
+                               {2, 2, 300, 777}, {1, 1, 1, 4096},  {3, 2, 1500, 129}};
+  int measured = 0;
+  int refused = 0;
+  size_t shape_index = 0;
+  for (const SampledConfiguration& sampled : CoveringSample()) {
+    const auto& shape = shapes[shape_index++ % std::size(shapes)];
+    const Problem problem = HopperProblem(manifest, shape[0], shape[1], shape[2], shape[3],
+                                          sampled.d, sampled.causal, sampled.bf16);
+    INFO(sampled.settings << " D=" << sampled.d << " causal=" << sampled.causal
+                          << " bf16=" << sampled.bf16 << " B,H,S_q,S_kv=" << shape[0] << ","
+                          << shape[1] << "," << shape[2] << "," << shape[3]);
+    const std::optional<GpuVerdict> verdict =
+        bench.Evaluate("sdpa_hopper", sampled.settings, problem, std::chrono::seconds(30));
+    if (!verdict) {
+      ++refused;
+      continue;
+    }
+    INFO(ToString(verdict->status)
+         << ": " << verdict->correctness.failure << verdict->error << " max abs error "
+         << verdict->correctness.worst.max_abs_error);
+    CHECK(verdict->status == Status::kMeasured);
+    measured += verdict->status == Status::kMeasured;
+  }
+  WARN("sdpa_hopper: " << measured << " configurations measured, " << refused
+                       << " refused by the compile gate");
+  CHECK(measured >= 16);
+}
+
+// A broken copy of sdpa_hopper; `manifest_find` / `manifest_replace` change its manifest too.
+struct HopperBreakage {
+  const char* name;
+  const char* find;
+  const char* replace;
+  const char* manifest_find;
+  const char* manifest_replace;
+};
+
+const HopperBreakage kHopperBreakages[] = {
+    // The consumers read K tiles without waiting for the copy to land.
+    {"skips_full_wait", "      evo::mbar_wait_sleep(smem.k_full(stage_of(j)), full_parity(j));\n",
+     "", "", ""},
+    // The producer overwrites a K buffer while the consumers may still be reading it.
+    {"refills_before_release", "      evo::mbar_wait_sleep(smem.k_empty(stage), free_parity);\n",
+     "", "", ""},
+    // K lands unswizzled while the MMAs read it as swizzled.
+    {"wrong_swizzle", "", "", "\"tensor\": \"K\",\n        \"box\": [\n",
+     "\"tensor\": \"K\",\n        \"swizzle\": \"none\",\n        \"box\": [\n"},
+    // The second consumer never passes its turn: the first waits forever.
+    {"pingpong_missing_arrive",
+     "if (PINGPONG) evo::named_barrier_arrive<kTurnThreads>(1 + (consumer + 1) % NUM_CONSUMERS);",
+     "if (PINGPONG && consumer != 1)\n"
+     "      evo::named_barrier_arrive<kTurnThreads>(1 + (consumer + 1) % NUM_CONSUMERS);",
+     "", ""},
+};
+
+TEST_CASE("broken variants of sdpa_hopper's pipeline are rejected", "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  test::TempDir dir;
+  for (const HopperBreakage& breakage : kHopperBreakages) {
+    const std::string name = std::string("sdpa_hopper_") + breakage.name;
+    test::WriteTemplateVariant(dir.path() / name, "sdpa_hopper", name, breakage.find,
+                               breakage.replace);
+    if (*breakage.manifest_find != '\0') {
+      const auto path = dir.path() / name / "manifest.json";
+      std::string manifest = ReadFile(path);
+      const size_t at = manifest.find(breakage.manifest_find);
+      REQUIRE(at != std::string::npos);
+      manifest.replace(at, std::string(breakage.manifest_find).size(), breakage.manifest_replace);
+      test::WriteFile(path, manifest);
+    }
+  }
+  HopperBench bench(dir.path());
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  // Few stages and many KV tiles, so that a missing wait is seen.
+  const char* configs[] = {"STAGES=1", "STAGES=2 INTRA_OVERLAP=0", "STAGES=2 PERSISTENT=1"};
+  for (const HopperBreakage& breakage : kHopperBreakages) {
+    const std::string name = std::string("sdpa_hopper_") + breakage.name;
+    std::map<Status, int> statuses;
+    for (const char* settings : configs) {
+      for (int64_t d : {64, 128}) {
+        const Problem problem =
+            HopperProblem(bench.manifest(name), 2, 4, 1000, 2000, d, d == 128, 0);
+        INFO(name << " " << settings << " D=" << d);
+        const std::optional<GpuVerdict> verdict =
+            bench.Evaluate(name, settings, problem, std::chrono::seconds(10));
+        REQUIRE(verdict.has_value());
+        INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
+        CHECK(verdict->status != Status::kMeasured);
+        ++statuses[verdict->status];
+      }
+    }
+    std::string summary;
+    for (const auto& [status, count] : statuses) {
+      summary += " " + std::string(ToString(status)) + " x" + std::to_string(count);
+    }
+    WARN(name << ":" << summary);
+  }
+  // And the real one passes on the same cases.
+  for (const char* settings : configs) {
+    const Problem problem =
+        HopperProblem(bench.manifest("sdpa_hopper"), 2, 4, 1000, 2000, 128, 1, 0);
+    const std::optional<GpuVerdict> verdict =
+        bench.Evaluate("sdpa_hopper", settings, problem, std::chrono::seconds(30));
+    REQUIRE(verdict.has_value());
+    INFO(settings << ": " << verdict->correctness.failure << verdict->error);
+    CHECK(verdict->status == Status::kMeasured);
+  }
+}
+
+}  // namespace
+}  // namespace evo
