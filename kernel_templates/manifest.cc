@@ -28,12 +28,34 @@ class ManifestReader {
     return *it;
   }
 
+  // A key given twice in one object is refused: JSON readers keep one of the two silently, so a
+  // field edited in one place would be overridden by its forgotten twin.
   Json Parse(std::string_view json_text) const {
+    std::vector<std::set<std::string>> keys_by_object;
+    std::string duplicate;
+    const Json::parser_callback_t track_keys = [&](int /*depth*/, Json::parse_event_t event,
+                                                   Json& parsed) {
+      if (event == Json::parse_event_t::object_start) {
+        keys_by_object.emplace_back();
+      } else if (event == Json::parse_event_t::object_end) {
+        keys_by_object.pop_back();
+      } else if (event == Json::parse_event_t::key && !keys_by_object.empty() &&
+                 !keys_by_object.back().insert(parsed.get<std::string>()).second &&
+                 duplicate.empty()) {
+        duplicate = parsed.get<std::string>();
+      }
+      return true;
+    };
+    Json json;
     try {
-      return Json::parse(json_text);
+      json = Json::parse(json_text, track_keys);
     } catch (const Json::parse_error& error) {
       Fail("JSON", error.what());
     }
+    if (!duplicate.empty()) {
+      Fail("JSON", "key \"" + duplicate + "\" appears twice in one object");
+    }
+    return json;
   }
 
   void CheckKeys(const Json& object, const std::string& field,

@@ -175,6 +175,18 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
     REQUIRE_THROWS_WITH(ParseManifest("{\"name\": ", "broken.json", ReadSdpaSource),
                         Catch::Contains("manifest 'broken.json': JSON"));
   }
+  SECTION("a key given twice in one object, the later one silently winning elsewhere") {
+    std::string text = SdpaManifestJson().dump(2);
+    const std::string name = "\"name\": \"sdpa_fp16\"";
+    const size_t at = text.find(name);
+    REQUIRE(at != std::string::npos);
+    text.insert(at, "\"name\": \"other\",\n  ");
+    REQUIRE_THROWS_WITH(ParseManifest(text, "twice.json", ReadSdpaSource),
+                        Catch::Contains("manifest 'twice.json': JSON: key \"name\" appears twice "
+                                        "in one object"));
+    // The same key in two different objects is fine.
+    CHECK_NOTHROW(ParseManifest(SdpaManifestJson().dump(2), "once.json", ReadSdpaSource));
+  }
 }
 
 TEST_CASE("an f32 input may be filled uniformly, fp8 inputs are known", "[manifest]") {

@@ -21,12 +21,17 @@
 // Q, K and V reach the kernel as pointers too (the arguments the tensor maps describe), but are
 // read through the maps only.
 //
-// Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT,
+// TMA_STORE: each consumer warpgroup writes its normalized O rows to a swizzled shared tile, and
+// one of its threads stores the tile by the tensor memory accelerator (O_map), which clips rows
+// past S_q; the store runs while the warpgroup moves on to its next tile.
+//
+// Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE,
 // PRODUCER_REGS) and problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are prepended by evo.
 
-#if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) || \
-    !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                  \
-    !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || !defined(IS_BF16)
+#if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
+    !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
+    !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
+    !defined(IS_BF16)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -41,7 +46,7 @@
 #include "evo/warp_specialization.cuh"
 #include "evo/wgmma.cuh"
 
-EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, IS_CAUSAL, IS_BF16);
+EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16);
 static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1, 2 or 3");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 256,
               "BLOCK_N must be a multiple of 16 in [64, 256]");
@@ -65,6 +70,7 @@ enum : int {
   kColumnBlocks = HEAD_DIM / 64,  // 64-column blocks of 128 bytes: one swizzle span each
   kQTileBytes = kBlockM * HEAD_DIM * 2,
   kKVTileBytes = BLOCK_N * HEAD_DIM * 2,
+  kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block
   kNFrags = BLOCK_N / 8,
   // Registers per thread at launch (__launch_bounds__(kThreads, 1)), and after the hand-over.
   kLaunchRegs = 65536 / kThreads / 8 * 8,
@@ -72,6 +78,9 @@ enum : int {
   kConsumerRegs = (kConsumerRegsUnrounded > 240 ? 240 : kConsumerRegsUnrounded) / 8 * 8,
   kConsumerWarps = NUM_CONSUMERS * 4,
   kTurnThreads = 256,  // a consumer warpgroup waiting for its turn, the previous one signalling
+  // Named barriers: 0 is __syncthreads, 1..NUM_CONSUMERS the turns, then one per consumer
+  // warpgroup for its epilogue.
+  kEpilogueBarrier = 1 + NUM_CONSUMERS,
 };
 
 // The shared memory of a CTA: the tiles from the (1024-byte aligned) base, then the mbarriers.
@@ -84,9 +93,13 @@ struct Layout {
   __device__ __forceinline__ unsigned v(int stage) const {
     return base + kQTileBytes + (STAGES + stage) * kKVTileBytes;
   }
+  // Consumer c's O tile: its 64-column blocks 64 * 128 bytes apart.
+  __device__ __forceinline__ unsigned o(int consumer) const {
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + consumer * 64 * HEAD_DIM * 2;
+  }
   // q_full, q_empty, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES].
   __device__ __forceinline__ unsigned bar(int i) const {
-    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + 8 * i;
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + 8 * i;
   }
   __device__ __forceinline__ unsigned q_full() const { return bar(0); }
   __device__ __forceinline__ unsigned q_empty() const { return bar(1); }
@@ -197,8 +210,9 @@ __device__ __forceinline__ void release(unsigned bar, int lane) {
 }
 
 // A consumer warpgroup: 64 query rows of every tile of the CTA.
-__device__ __forceinline__ void consume(const Layout& smem, unsigned short* __restrict__ O, int B,
-                                        int H, int S_q, int S_kv, int consumer) {
+__device__ __forceinline__ void consume(const Layout& smem, unsigned short* __restrict__ O,
+                                        const evo::TensorMap& o_map, int B, int H, int S_q,
+                                        int S_kv, int consumer) {
   constexpr float kSoftmaxScale = evo::softmax_scale<HEAD_DIM, FAST_EXP>();
   const int tid = evo::thread_index() - 128;  // within the consumers
   const int warp = (tid / 32) % 4;            // within the warpgroup
@@ -365,23 +379,58 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     kv_iter += num_kv_tiles;
     ++round;
 
-    // Epilogue: normalize and store each thread's pairs.
-    unsigned short* o_head = O + static_cast<long long>(bh) * S_q * HEAD_DIM;
+    // Epilogue: normalize each thread's pairs and store them.
+    float inv[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float l = evo::quad_sum(row_sum[h]);
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      const int row = thread_row + 8 * h;
-      if (row < S_q) {
+      inv[h] = l > 0.f ? 1.f / l : 0.f;
+    }
+    if (TMA_STORE) {
+      // The tile's previous store must have read it before it is overwritten.
+      const unsigned o_tile = smem.o(consumer);
+      if (tid % 128 == 0) evo::bulk_wait_group_read<0>();
+      evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp * 16 + group + 8 * h;  // within the warpgroup's 64
 #pragma unroll
         for (int df = 0; df < HEAD_DIM / 8; ++df) {
-          const unsigned v = Elem::pack2(acc[4 * df + 2 * h] * inv, acc[4 * df + 2 * h + 1] * inv);
-          evo::st_global_b32(o_head + static_cast<long long>(row) * HEAD_DIM + 8 * df + 2 * quad,
-                             v);
+          const unsigned v =
+              Elem::pack2(acc[4 * df + 2 * h] * inv[h], acc[4 * df + 2 * h + 1] * inv[h]);
+          evo::st_shared_b32(
+              o_tile + (df / 8) * 64 * 128 + evo::swizzle_128b(row, df % 8) + quad * 4, v);
+        }
+      }
+      evo::fence_proxy_async_shared();
+      evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);
+      if (tid % 128 == 0) {
+#pragma unroll
+        for (int cb = 0; cb < kColumnBlocks; ++cb) {
+          evo::tma_store_4d(o_map, o_tile + cb * 64 * 128, cb * 64, m_start + wg_row0, bh % H,
+                            bh / H);
+        }
+        evo::bulk_commit_group();
+      }
+    } else {
+      unsigned short* o_head = O + static_cast<long long>(bh) * S_q * HEAD_DIM;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = thread_row + 8 * h;
+        if (row < S_q) {
+#pragma unroll
+          for (int df = 0; df < HEAD_DIM / 8; ++df) {
+            const unsigned v =
+                Elem::pack2(acc[4 * df + 2 * h] * inv[h], acc[4 * df + 2 * h + 1] * inv[h]);
+            evo::st_global_b32(o_head + static_cast<long long>(row) * HEAD_DIM + 8 * df + 2 * quad,
+                               v);
+          }
         }
       }
     }
   }
+  // Shared memory must outlive the stores that read it.
+  if (TMA_STORE && tid % 128 == 0) evo::bulk_wait_group<0>();
   // The last consumer's final pass has no turn after it: consumer 0 takes it, so that no named
   // barrier is left half-arrived when the CTA exits.
   if (PINGPONG && consumer == 0) evo::named_barrier_sync<kTurnThreads>(1);
@@ -389,11 +438,14 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
 
 }  // namespace hopper
 
-extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fwd(
-    const unsigned short* __restrict__ /*Q*/, const unsigned short* __restrict__ /*K*/,
-    const unsigned short* __restrict__ /*V*/, const __grid_constant__ evo::TensorMap Q_map,
-    const __grid_constant__ evo::TensorMap K_map, const __grid_constant__ evo::TensorMap V_map,
-    unsigned short* __restrict__ O, int B, int H, int S_q, int S_kv) {
+extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1)
+    sdpa_hopper_fwd(const unsigned short* __restrict__ /*Q*/,
+                    const unsigned short* __restrict__ /*K*/,
+                    const unsigned short* __restrict__ /*V*/,
+                    const __grid_constant__ evo::TensorMap Q_map,
+                    const __grid_constant__ evo::TensorMap K_map,
+                    const __grid_constant__ evo::TensorMap V_map, unsigned short* __restrict__ O,
+                    const __grid_constant__ evo::TensorMap O_map, int B, int H, int S_q, int S_kv) {
   extern __shared__ __align__(1024) unsigned char smem_bytes[];
   const hopper::Layout smem{evo::smem_u32(smem_bytes)};
   const int tid = evo::thread_index();
@@ -401,6 +453,7 @@ extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fw
     evo::prefetch_tensor_map(Q_map);
     evo::prefetch_tensor_map(K_map);
     evo::prefetch_tensor_map(V_map);
+    if (TMA_STORE) evo::prefetch_tensor_map(O_map);
     evo::mbar_init(smem.q_full(), 1);
     evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps);
     for (int s = 0; s < STAGES; ++s) {
@@ -418,6 +471,6 @@ extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fw
     if (tid == 0) hopper::produce(smem, Q_map, K_map, V_map, B, H, S_q, S_kv);
   } else {
     if constexpr (NUM_CONSUMERS >= 2) evo::registers_increase<hopper::kConsumerRegs>();
-    hopper::consume(smem, O, B, H, S_q, S_kv, warpgroup - 1);
+    hopper::consume(smem, O, O_map, B, H, S_q, S_kv, warpgroup - 1);
   }
 }

@@ -49,6 +49,42 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TensorMap& map, 
       : "memory");
 }
 
+// Copies shared memory at `src` (laid out as the map's box, swizzled as the map says) to the box
+// of `map` at element coordinates (innermost first); parts of the box outside the tensor are not
+// written. The copy joins the issuing thread's current bulk group.
+__device__ __forceinline__ void tma_store_4d(const TensorMap& map, unsigned src, int c0, int c1,
+                                             int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(
+          &map),
+      "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(src)
+      : "memory");
+}
+
+// Closes the issuing thread's current bulk group of stores.
+__device__ __forceinline__ void bulk_commit_group() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Waits until at most `Pending` of the issuing thread's bulk groups are still reading their
+// shared memory (which may then be overwritten).
+template <int Pending>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(Pending) : "memory");
+}
+
+// Waits until at most `Pending` of the issuing thread's bulk groups are still in flight.
+template <int Pending>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
+// Orders this thread's earlier writes to shared memory (generic proxy) before later reads of it
+// by the tensor memory accelerator (async proxy), such as a bulk store.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 // Byte offset of 16-byte chunk c of row r in a tile the accelerator wrote with the 128-byte
 // swizzle: rows of 128 bytes, chunk c at c ^ (r & 7).
 __device__ __forceinline__ unsigned swizzle_128b(int r, int c) {
