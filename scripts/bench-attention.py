@@ -87,6 +87,9 @@ def search_and_export(args, template, shape):
         command += ["--time-limit", args.time_limit]
     if not args.no_search:
         evo(args, *command)
+    elif not os.path.exists(db):
+        print(f"  {name}: no database, so {template} is left out of this shape", flush=True)
+        return None, None
     elite = json.loads(evo(args, "show", "elite", "--db", db, "--json"))["elite"]
     if not elite:
         raise SystemExit(f"bench-attention: the run for {name} has no elite")
@@ -221,7 +224,8 @@ def main():
     parser.add_argument("--work", default="runs/bench", help="databases and exports")
     parser.add_argument("--shapes", nargs="*", help="B,H,S,D[,causal] (default: anchors.md)")
     parser.add_argument("--no-search", action="store_true",
-                        help="use the databases as they are, run no search")
+                        help="use the databases as they are, run no search (a template "
+                        "without a database for a shape is left out of that shape)")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     parser.add_argument("--dtype", choices=["fp16", "bf16"], default="fp16",
                         help="Q, K, V and O in fp16 or bf16")
@@ -261,6 +265,8 @@ def main():
         row = None
         for template in args.template:
             folder, elite = search_and_export(args, template, shape)
+            if folder is None:
+                continue
             o = torch.empty_like(q)
             launch, launch_json = evo_launcher(folder, q, k, v, o)
             launch()
@@ -280,6 +286,9 @@ def main():
                        "evo_genome": launch_json["genome"], "evo_max_abs_error": error,
                        "evo_us": evo_us, "score_us": elite.get("score_us"), "gate_us": gate_us,
                        "gate_sm_clock_mhz": gate_mhz}
+        if row is None:
+            raise SystemExit(f"bench-attention: no template has a database for "
+                             f"{shape_name(shape, args.dtype)}")
         for key, backend in (("flash_us", SDPBackend.FLASH_ATTENTION),
                              ("cudnn_us", SDPBackend.CUDNN_ATTENTION)):
             with sdpa_kernel(backend):

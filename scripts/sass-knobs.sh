@@ -3,10 +3,11 @@
 # machine code: compiles a base configuration and one variant per knob value, and counts SASS
 # instructions of the kinds the knobs are about (tensor-core HMMA / HGMMA = wgmma / QMMA, LDSM =
 # ldmatrix, LDGSTS = cp.async, MUFU.EX2 = exp2, BAR = __syncthreads, SYNCS = mbarrier, VOTE = warp
-# vote, F2FP = packing conversions such as e4m3 -> fp16). Needs cuobjdump (CUDA toolkit; the H100
+# vote, F2FP = packing conversions such as e4m3 -> fp16, UTMA = tensor memory accelerator copies
+# and prefetches, STG = global stores, SETMAXREG = setmaxnreg). Needs cuobjdump (CUDA toolkit; the H100
 # machine has it).
 #   scripts/sass-knobs.sh [EVO] [B,H,S,D] [--causal]
-# TEMPLATE=sdpa_fp8 or TEMPLATE=sdpa_fp16_wgmma for the others; PROBLEM="Q_FP8=1" for other
+# TEMPLATE=sdpa_fp8, sdpa_fp16_wgmma or sdpa_hopper for the others; PROBLEM="Q_FP8=1" for other
 # problem parameters.
 set -euo pipefail
 evo=${1:-./build/evo}
@@ -36,10 +37,18 @@ case "$template" in
     base="NUM_WG=1 BLOCK_N=128 STAGES=2 FAST_EXP=1"
     variants=("" "NUM_WG=2" "BLOCK_N=64" "STAGES=1" "STAGES=3" "STAGES=4" "FAST_EXP=0")
     ;;
+  sdpa_hopper)
+    base="NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 FAST_EXP=1 PINGPONG=1 INTRA_OVERLAP=1 PERSISTENT=0 TMA_STORE=1 PRODUCER_REGS=24"
+    # At D=128 some knobs need a partner to fit: the base's shared memory is nearly full.
+    variants=("" "NUM_CONSUMERS=3 BLOCK_N=64" "NUM_CONSUMERS=1 PINGPONG=0" "BLOCK_N=64"
+      "BLOCK_N=176 TMA_STORE=0" "STAGES=1" "STAGES=3 BLOCK_N=96" "FAST_EXP=0" "PINGPONG=0"
+      "INTRA_OVERLAP=0" "PERSISTENT=1" "TMA_STORE=0" "PRODUCER_REGS=56")
+    ;;
   *) echo "sass-knobs: no knob list for template '$template'" >&2; exit 2 ;;
 esac
-printf "%-26s %5s %6s %6s %5s %6s %6s %8s %5s %5s %5s %5s %6s  %s\n" "change from base" "regs" \
-  "HMMA" "HGMMA" "QMMA" "LDSM" "LDGSTS" "MUFU.EX2" "BAR" "SYNCS" "VOTE" "F2FP" "total" "status"
+printf "%-26s %5s %6s %6s %5s %6s %6s %8s %5s %5s %5s %5s %5s %5s %9s %6s  %s\n" "change from base" \
+  "regs" "HMMA" "HGMMA" "QMMA" "LDSM" "LDGSTS" "MUFU.EX2" "BAR" "SYNCS" "VOTE" "F2FP" "UTMA" "STG" \
+  "SETMAXREG" "total" "status"
 for variant in "${variants[@]}"; do
   settings="$base"
   for kv in $variant; do
@@ -63,10 +72,10 @@ for variant in "${variants[@]}"; do
   sass=$("$cuobjdump" -sass "$cubin" | grep -oE '^\s+/\*[0-9a-f]{4}\*/\s+[^;]+' |
     sed -E 's/^\s+\/\*[0-9a-f]+\*\/\s+(@!?U?P[0-9T] )?//')
   count() { echo "$sass" | grep -cE "^$1" || true; }
-  printf "%-26s %5s %6s %6s %5s %6s %6s %8s %5s %5s %5s %5s %6s  %s\n" "${variant:-base}" \
-    "$regs" "$(count HMMA)" "$(count HGMMA)" "$(count QMMA)" "$(count LDSM)" "$(count LDGSTS)" \
-    "$(count 'MUFU\.EX2')" \
-    "$(count BAR)" "$(count SYNCS)" "$(count VOTE)" "$(count F2FP)" "$(echo "$sass" | wc -l)" \
+  printf "%-26s %5s %6s %6s %5s %6s %6s %8s %5s %5s %5s %5s %5s %5s %9s %6s  %s\n" \
+    "${variant:-base}" "$regs" "$(count HMMA)" "$(count HGMMA)" "$(count QMMA)" "$(count LDSM)" \
+    "$(count LDGSTS)" "$(count 'MUFU\.EX2')" "$(count BAR)" "$(count SYNCS)" "$(count VOTE)" \
+    "$(count F2FP)" "$(count UTMA)" "$(count STG)" "$(count USETMAXREG)" "$(echo "$sass" | wc -l)" \
     "$status"
 done
 echo "$template base: $base; shape $shape ${causal:-(not causal)} ${PROBLEM:-}; sm_90; counts are static instructions"
