@@ -37,6 +37,7 @@ static_assert(IS_CAUSAL == 0 || IS_CAUSAL == 1, "IS_CAUSAL must be 0 or 1");
 #include "evo/cp_async.cuh"
 #include "evo/online_softmax.cuh"
 #include "evo/wgmma.cuh"
+#include "evo/wgmma_attention.cuh"
 
 namespace sdpa_wg {
 
@@ -44,7 +45,6 @@ namespace sdpa_wg {
 enum : int {
   kThreads = NUM_WG * 128,
   kBlockM = NUM_WG * 64,
-  kNFrags = BLOCK_N / 8,  // n8 column groups of S per thread row pair
   kQTileBytes = kBlockM * HEAD_DIM * 2,
   kKVTileBytes = BLOCK_N * HEAD_DIM * 2,
 };
@@ -129,59 +129,25 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
     const unsigned k_tile = k_smem + stage * kKVTileBytes;
     const unsigned v_tile = v_smem + stage * kKVTileBytes;
 
-    // S = Q K^T for this warpgroup's 64 rows: k16 steps walk 32 bytes inside a 64-column block.
+    // S = Q K^T for this warpgroup's 64 rows.
     float s[BLOCK_N / 2];
-    evo::wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < HEAD_DIM / 16; ++ks) {
-      const unsigned q_addr = q_smem + (ks / 4) * kBlockM * 128 + wg_row0 * 128 + (ks % 4) * 32;
-      const unsigned k_addr = k_tile + (ks / 4) * BLOCK_N * 128 + (ks % 4) * 32;
-      evo::Wgmma<BLOCK_N>::ss(s, evo::smem_desc_sw128(q_addr, 16), evo::smem_desc_sw128(k_addr, 16),
-                              ks > 0 ? 1 : 0);
-    }
-    evo::wgmma_commit();
+    evo::wgmma_attention_scores<BLOCK_N, HEAD_DIM, kBlockM, evo::Fp16>(s, q_smem, wg_row0, k_tile);
     evo::wgmma_wait_all();
 
-    // Register i of S holds row thread_row + 8 * ((i >> 1) & 1), column
-    // n_start + 8 * (i >> 2) + 2 * quad + (i & 1): the m16n8 fragments of each warp along N.
-    if (n_start + BLOCK_N > S_kv || (IS_CAUSAL && n_start + BLOCK_N - 1 > m_start + wg_row0)) {
-      evo::mask_scores<kNFrags>([&](int nf, int e) -> float& { return s[4 * nf + e]; },
-                                evo::OutOfBoundsOrFuture<IS_CAUSAL>{
-                                    S_kv - n_start - quad * 2, thread_row - n_start - quad * 2});
-    }
-
-    // Online softmax over each thread's two rows.
+    // Masked where the tile passes S_kv or, causal, the warpgroup's first row; then the online
+    // softmax over each thread's two rows.
     float alpha[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      alpha[h] = evo::online_softmax_row<kNFrags, FAST_EXP>(
-          [&](int nf, int i) -> float& { return s[4 * nf + 2 * h + i]; }, row_max[h], row_sum[h],
-          kSoftmaxScale,
-          [&](int nf, float p0, float p1) {
-            s[4 * nf + 2 * h] = p0;
-            s[4 * nf + 2 * h + 1] = p1;
-          });
+    if (n_start + BLOCK_N > S_kv || (IS_CAUSAL && n_start + BLOCK_N - 1 > m_start + wg_row0)) {
+      evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(s, S_kv - n_start - quad * 2,
+                                                    thread_row - n_start - quad * 2);
     }
-#pragma unroll
-    for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= alpha[(i >> 1) & 1];
+    evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);
+    evo::wgmma_attention_rescale<HEAD_DIM>(acc, alpha);
 
-    // O += P V. The S registers of column groups 2kk and 2kk+1 are exactly the A fragment of
-    // k16 step kk; V is read transposed, its 64-column blocks BLOCK_N * 128 bytes apart.
+    // O += P V.
     unsigned p[BLOCK_N / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-      p[kk][0] = evo::pack_half2(s[8 * kk + 0], s[8 * kk + 1]);
-      p[kk][1] = evo::pack_half2(s[8 * kk + 2], s[8 * kk + 3]);
-      p[kk][2] = evo::pack_half2(s[8 * kk + 4], s[8 * kk + 5]);
-      p[kk][3] = evo::pack_half2(s[8 * kk + 6], s[8 * kk + 7]);
-    }
-    evo::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-      evo::Wgmma<HEAD_DIM>::rs(acc, p[kk],
-                               evo::smem_desc_sw128(v_tile + kk * 16 * 128, BLOCK_N * 128));
-    }
-    evo::wgmma_commit();
+    evo::wgmma_attention_pack<BLOCK_N, evo::Fp16>(s, p);
+    evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, evo::Fp16>(acc, p, v_tile);
     evo::wgmma_wait_all();
   }
 
@@ -189,20 +155,9 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   evo::cp_async_wait<0>();
 
   // Epilogue: normalize and store each thread's fp16 pairs.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float l = evo::quad_sum(row_sum[h]);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const int row = thread_row + 8 * h;
-    if (row < S_q) {
-#pragma unroll
-      for (int df = 0; df < HEAD_DIM / 8; ++df) {
-        const unsigned v =
-            evo::pack_half2(acc[4 * df + 2 * h] * inv, acc[4 * df + 2 * h + 1] * inv);
-        evo::st_global_b32(o_head + static_cast<long long>(row) * HEAD_DIM + 8 * df + 2 * quad, v);
-      }
-    }
-  }
+  float inv[2];
+  evo::wgmma_attention_normalizers(row_sum, inv);
+  evo::wgmma_attention_store<evo::Fp16, HEAD_DIM>(o_head, acc, inv, thread_row, quad, S_q);
 }
 
 }  // namespace sdpa_wg

@@ -45,6 +45,7 @@
 #include "evo/tma.cuh"
 #include "evo/warp_specialization.cuh"
 #include "evo/wgmma.cuh"
+#include "evo/wgmma_attention.cuh"
 
 EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16);
 static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1, 2 or 3");
@@ -71,7 +72,6 @@ enum : int {
   kQTileBytes = kBlockM * HEAD_DIM * 2,
   kKVTileBytes = BLOCK_N * HEAD_DIM * 2,
   kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block
-  kNFrags = BLOCK_N / 8,
   // Registers per thread at launch (__launch_bounds__(kThreads, 1)), and after the hand-over.
   kLaunchRegs = 65536 / kThreads / 8 * 8,
   kConsumerRegsUnrounded = ((NUM_CONSUMERS + 1) * kLaunchRegs - PRODUCER_REGS) / NUM_CONSUMERS,
@@ -244,64 +244,29 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     float s[BLOCK_N / 2];
     unsigned p[BLOCK_N / 16][4];
 
-    // S = Q K^T of this warpgroup's 64 rows: k16 steps walk 32 bytes inside a 64-column block.
+    // S = Q K^T of this warpgroup's 64 rows, and O += P V, issued and committed.
     const auto issue_scores = [&](int stage) {
-      evo::wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < HEAD_DIM / 16; ++ks) {
-        const unsigned q_addr = smem.q() + (ks / 4) * kBlockM * 128 + wg_row0 * 128 + (ks % 4) * 32;
-        const unsigned k_addr = smem.k(stage) + (ks / 4) * BLOCK_N * 128 + (ks % 4) * 32;
-        evo::Wgmma<BLOCK_N, Elem>::ss(s, evo::smem_desc_sw128(q_addr, 16),
-                                      evo::smem_desc_sw128(k_addr, 16), ks > 0 ? 1 : 0);
-      }
-      evo::wgmma_commit();
+      evo::wgmma_attention_scores<BLOCK_N, HEAD_DIM, kBlockM, Elem>(s, smem.q(), wg_row0,
+                                                                    smem.k(stage));
     };
-    // O += P V: the S registers of column groups 2kk and 2kk+1 are the A fragment of k16 step
-    // kk; V is read transposed, its 64-column blocks BLOCK_N * 128 bytes apart.
     const auto issue_values = [&](int stage) {
       evo::wgmma_fence_registers(acc);
       evo::wgmma_fence_registers(p);
-      evo::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-        evo::Wgmma<HEAD_DIM, Elem>::rs(
-            acc, p[kk], evo::smem_desc_sw128(smem.v(stage) + kk * 16 * 128, BLOCK_N * 128));
-      }
-      evo::wgmma_commit();
+      evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p, smem.v(stage));
     };
-    // Masks tile j's scores and runs the online softmax on them: probabilities replace the
-    // scores, and the factor for what was accumulated before is returned in alpha.
+    // Masks tile j's scores where it passes S_kv or, causal, the warpgroup's first row, and runs
+    // the online softmax on them.
     const auto softmax = [&](int j, float(&alpha)[2]) {
       const int n_start = j * BLOCK_N;
-      // Register i of S holds row thread_row + 8 * ((i >> 1) & 1), column
-      // n_start + 8 * (i >> 2) + 2 * quad + (i & 1): the m16n8 fragments of each warp along N.
       if (n_start + BLOCK_N > S_kv || (IS_CAUSAL && n_start + BLOCK_N - 1 > m_start + wg_row0)) {
-        evo::mask_scores<kNFrags>([&](int nf, int e) -> float& { return s[4 * nf + e]; },
-                                  evo::OutOfBoundsOrFuture<IS_CAUSAL>{
-                                      S_kv - n_start - quad * 2, thread_row - n_start - quad * 2});
+        evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(s, S_kv - n_start - quad * 2,
+                                                      thread_row - n_start - quad * 2);
       }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        alpha[h] = evo::online_softmax_row<kNFrags, FAST_EXP>(
-            [&](int nf, int i) -> float& { return s[4 * nf + 2 * h + i]; }, row_max[h], row_sum[h],
-            kSoftmaxScale,
-            [&](int nf, float p0, float p1) {
-              s[4 * nf + 2 * h] = p0;
-              s[4 * nf + 2 * h + 1] = p1;
-            });
-      }
+      evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);
     };
-    const auto pack_probabilities = [&] {
-#pragma unroll
-      for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          p[kk][r] = Elem::pack2(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
-      }
-    };
+    const auto pack_probabilities = [&] { evo::wgmma_attention_pack<BLOCK_N, Elem>(s, p); };
     const auto rescale = [&](const float(&alpha)[2]) {
-#pragma unroll
-      for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] *= alpha[(i >> 1) & 1];
+      evo::wgmma_attention_rescale<HEAD_DIM>(acc, alpha);
     };
     const auto stage_of = [&](int j) { return (kv_iter + j) % STAGES; };
     const auto full_parity = [&](int j) { return ((kv_iter + j) / STAGES) & 1; };
@@ -381,11 +346,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
 
     // Epilogue: normalize each thread's pairs and store them.
     float inv[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float l = evo::quad_sum(row_sum[h]);
-      inv[h] = l > 0.f ? 1.f / l : 0.f;
-    }
+    evo::wgmma_attention_normalizers(row_sum, inv);
     if (TMA_STORE) {
       // The tile's previous store must have read it before it is overwritten.
       const unsigned o_tile = smem.o(consumer);
@@ -396,10 +357,9 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         const int row = warp * 16 + group + 8 * h;  // within the warpgroup's 64
 #pragma unroll
         for (int df = 0; df < HEAD_DIM / 8; ++df) {
-          const unsigned v =
-              Elem::pack2(acc[4 * df + 2 * h] * inv[h], acc[4 * df + 2 * h + 1] * inv[h]);
           evo::st_shared_b32(
-              o_tile + (df / 8) * 64 * 128 + evo::swizzle_128b(row, df % 8) + quad * 4, v);
+              o_tile + (df / 8) * 64 * 128 + evo::swizzle_128b(row, df % 8) + quad * 4,
+              evo::wgmma_attention_output_pair<Elem, HEAD_DIM>(acc, inv, h, df));
         }
       }
       evo::fence_proxy_async_shared();
@@ -413,20 +373,8 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         evo::bulk_commit_group();
       }
     } else {
-      unsigned short* o_head = O + static_cast<long long>(bh) * S_q * HEAD_DIM;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = thread_row + 8 * h;
-        if (row < S_q) {
-#pragma unroll
-          for (int df = 0; df < HEAD_DIM / 8; ++df) {
-            const unsigned v =
-                Elem::pack2(acc[4 * df + 2 * h] * inv[h], acc[4 * df + 2 * h + 1] * inv[h]);
-            evo::st_global_b32(o_head + static_cast<long long>(row) * HEAD_DIM + 8 * df + 2 * quad,
-                               v);
-          }
-        }
-      }
+      evo::wgmma_attention_store<Elem, HEAD_DIM>(O + static_cast<long long>(bh) * S_q * HEAD_DIM,
+                                                 acc, inv, thread_row, quad, S_q);
     }
   }
   // Shared memory must outlive the stores that read it.

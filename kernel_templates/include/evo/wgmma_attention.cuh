@@ -1,0 +1,132 @@
+// The steps of flash attention on Hopper's warpgroup MMA (sm_90a), shared by the templates that
+// use it. A warpgroup owns 64 query rows. Its m64nN accumulators are the m16n8 fragments of each
+// warp stacked along N: register i of a thread holds row thread_row + 8 * ((i >> 1) & 1), where
+// thread_row is the thread's row in its warp's 16-row slice, and column
+// 8 * (i >> 2) + 2 * quad + (i & 1), quad being the lane's index within its group of four.
+// Q, K and V tiles are 64-column blocks of 128-byte rows in the 128-byte swizzle.
+#pragma once
+
+#include "evo/attention.cuh"
+#include "evo/core.cuh"
+#include "evo/online_softmax.cuh"
+#include "evo/wgmma.cuh"
+
+namespace evo {
+
+// Issues and commits S = Q K^T for the warpgroup's rows q_row0.. of a Q tile of QRows rows, K
+// being a tile of BlockN rows; the caller waits. k16 steps walk 32 bytes inside a column block.
+template <int BlockN, int HeadDim, int QRows, class Elem>
+__device__ __forceinline__ void wgmma_attention_scores(float (&s)[BlockN / 2], unsigned q_tile,
+                                                       int q_row0, unsigned k_tile) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < HeadDim / 16; ++ks) {
+    const unsigned q_addr = q_tile + (ks / 4) * QRows * 128 + q_row0 * 128 + (ks % 4) * 32;
+    const unsigned k_addr = k_tile + (ks / 4) * BlockN * 128 + (ks % 4) * 32;
+    Wgmma<BlockN, Elem>::ss(s, smem_desc_sw128(q_addr, 16), smem_desc_sw128(k_addr, 16),
+                            ks > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+}
+
+// Issues and commits O += P V; the caller waits. The probabilities of column groups 2kk and
+// 2kk+1 are the A fragment of k16 step kk; V is read transposed, its 64-column blocks
+// BlockN * 128 bytes apart.
+template <int BlockN, int HeadDim, class Elem>
+__device__ __forceinline__ void wgmma_attention_values(float (&acc)[HeadDim / 2],
+                                                       const unsigned (&p)[BlockN / 16][4],
+                                                       unsigned v_tile) {
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BlockN / 16; ++kk) {
+    Wgmma<HeadDim, Elem>::rs(acc, p[kk], smem_desc_sw128(v_tile + kk * 16 * 128, BlockN * 128));
+  }
+  wgmma_commit();
+}
+
+// Masks a tile of scores: columns at or past cols_left and, when Causal, columns past
+// rows_ahead, both counted from the thread's first column for its first row.
+template <int BlockN, bool Causal>
+__device__ __forceinline__ void wgmma_attention_mask(float (&s)[BlockN / 2], int cols_left,
+                                                     int rows_ahead) {
+  mask_scores<BlockN / 8>([&](int nf, int e) -> float& { return s[4 * nf + e]; },
+                          OutOfBoundsOrFuture<Causal>{cols_left, rows_ahead});
+}
+
+// The online softmax over the thread's two rows of a tile of scores: probabilities replace the
+// scores, and alpha[h] returns the factor for what row h accumulated before.
+template <int BlockN, bool FastExp>
+__device__ __forceinline__ void wgmma_attention_softmax(float (&s)[BlockN / 2], float (&row_max)[2],
+                                                        float (&row_sum)[2], float scale,
+                                                        float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    alpha[h] = online_softmax_row<BlockN / 8, FastExp>(
+        [&](int nf, int i) -> float& { return s[4 * nf + 2 * h + i]; }, row_max[h], row_sum[h],
+        scale,
+        [&](int nf, float p0, float p1) {
+          s[4 * nf + 2 * h] = p0;
+          s[4 * nf + 2 * h + 1] = p1;
+        });
+  }
+}
+
+// Rounds the probabilities into P's A fragments for wgmma_attention_values.
+template <int BlockN, class Elem>
+__device__ __forceinline__ void wgmma_attention_pack(const float (&s)[BlockN / 2],
+                                                     unsigned (&p)[BlockN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BlockN / 16; ++kk) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) p[kk][r] = Elem::pack2(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  }
+}
+
+// Scales what each of the thread's two rows accumulated by its alpha.
+template <int HeadDim>
+__device__ __forceinline__ void wgmma_attention_rescale(float (&acc)[HeadDim / 2],
+                                                        const float (&alpha)[2]) {
+#pragma unroll
+  for (int i = 0; i < HeadDim / 2; ++i) acc[i] *= alpha[(i >> 1) & 1];
+}
+
+// Normalized output pair df (columns 8 * df + 2 * quad and +1) of the thread's row h, rounded.
+template <class Elem, int HeadDim>
+__device__ __forceinline__ unsigned wgmma_attention_output_pair(const float (&acc)[HeadDim / 2],
+                                                                const float (&inv)[2], int h,
+                                                                int df) {
+  return Elem::pack2(acc[4 * df + 2 * h] * inv[h], acc[4 * df + 2 * h + 1] * inv[h]);
+}
+
+// 1 / (the sum of each row's probabilities) for the thread's two rows; 0 for a row that saw no
+// key (every score masked).
+__device__ __forceinline__ void wgmma_attention_normalizers(const float (&row_sum)[2],
+                                                            float (&inv)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = quad_sum(row_sum[h]);
+    inv[h] = l > 0.f ? 1.f / l : 0.f;
+  }
+}
+
+// Stores the thread's normalized pairs of its two rows thread_row and thread_row + 8 of O
+// (rows of HeadDim values from o_head), rows at or past S_q left out.
+template <class Elem, int HeadDim>
+__device__ __forceinline__ void wgmma_attention_store(unsigned short* o_head,
+                                                      const float (&acc)[HeadDim / 2],
+                                                      const float (&inv)[2], int thread_row,
+                                                      int quad, int S_q) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = thread_row + 8 * h;
+    if (row < S_q) {
+#pragma unroll
+      for (int df = 0; df < HeadDim / 8; ++df) {
+        st_global_b32(o_head + static_cast<long long>(row) * HeadDim + 8 * df + 2 * quad,
+                      wgmma_attention_output_pair<Elem, HeadDim>(acc, inv, h, df));
+      }
+    }
+  }
+}
+
+}  // namespace evo
