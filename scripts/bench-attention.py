@@ -131,21 +131,6 @@ def time_graph(torch, launch):
     return statistics.median(times)
 
 
-def grid_of(launch_json, num_sms, ctas_per_sm):
-    def ceil_div(a, b):
-        return -(-a // b)
-
-    grid = []
-    for dim in launch_json["grid"]:
-        if isinstance(dim, int):
-            grid.append(dim)
-        else:
-            grid.append(int(eval(dim.replace("/", "//"), {"__builtins__": {}},  # noqa: S307 (evo's own expression)
-                                 {"min": min, "max": max, "ceil_div": ceil_div,
-                                  "NUM_SMS": num_sms, "CTAS_PER_SM": ctas_per_sm})))
-    return tuple(grid)
-
-
 def evo_launcher(folder, q, k, v, o):
     kernel = ExportedKernel(folder)
     launch = kernel.bind({"Q": q, "K": k, "V": v, "O": o})
