@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "common/files.h"
+#include "kernel_templates/template_library.h"
 #include "tests/test_support.h"
 
 namespace evo::test {
@@ -53,27 +54,49 @@ const SdpaBreakage& FindSdpaBreakage(const std::string& name) {
 
 std::string BrokenSdpaName(const SdpaBreakage& breakage) { return "sdpa_fp16_" + breakage.name; }
 
+namespace {
+
+// `text` with its one occurrence of `find` replaced (nothing to do for an empty `find`); throws,
+// naming `name` and `where`, when `find` does not occur exactly once.
+std::string ReplaceOnce(std::string text, const std::string& find, const std::string& replace,
+                        const std::string& name, const std::string& where) {
+  if (find.empty()) return text;
+  const size_t at = text.find(find);
+  if (at == std::string::npos || text.find(find, at + 1) != std::string::npos) {
+    throw std::runtime_error(name + ": '" + find + "' does not occur exactly once in " + where);
+  }
+  text.replace(at, find.size(), replace);
+  return text;
+}
+
+}  // namespace
+
 void WriteTemplateVariant(const std::filesystem::path& folder, const std::string& original,
                           const std::string& name, const std::string& find,
                           const std::string& replace) {
   const std::filesystem::path from = SourceDir() / "kernel_templates" / original;
   const std::string source_name = original + ".cu";
-  std::string source = ReadFile(from / source_name);
-  if (!find.empty()) {
-    const size_t at = source.find(find);
-    if (at == std::string::npos || source.find(find, at + 1) != std::string::npos) {
-      throw std::runtime_error(name + ": '" + find + "' does not occur exactly once in " +
-                               source_name);
-    }
-    source.replace(at, find.size(), replace);
-  }
-  WriteFile(folder / source_name, source);
+  WriteFile(folder / source_name,
+            ReplaceOnce(ReadFile(from / source_name), find, replace, name, source_name));
   std::string manifest = ReadFile(from / "manifest.json");
   const std::string name_field = "\"name\": \"" + original + "\"";
   const size_t name_at = manifest.find(name_field);
   if (name_at == std::string::npos) throw std::runtime_error(original + "'s manifest has no name");
   manifest.replace(name_at, name_field.size(), "\"name\": \"" + name + "\"");
   WriteFile(folder / "manifest.json", manifest);
+}
+
+void WriteTemplateVariantWithBrokenHeader(const std::filesystem::path& folder,
+                                          const std::string& original, const std::string& name,
+                                          const std::string& header, const std::string& find,
+                                          const std::string& replace) {
+  const std::string library_name = std::string(kDeviceLibraryPrefix) + header;
+  WriteTemplateVariant(folder, original, name, "#include \"" + library_name + "\"",
+                       "#include \"" + header + "\"");
+  const auto& library = DeviceLibrary();
+  const auto it = library.find(library_name);
+  if (it == library.end()) throw std::runtime_error(name + ": no header " + library_name);
+  WriteFile(folder / header, ReplaceOnce(it->second, find, replace, name, library_name));
 }
 
 void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage) {

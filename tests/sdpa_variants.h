@@ -28,6 +28,15 @@ void WriteTemplateVariant(const std::filesystem::path& folder, const std::string
                           const std::string& name, const std::string& find,
                           const std::string& replace);
 
+// A copy of kernel_templates/<original> named `name` that includes its own copy of the device
+// library's `header` ("wgmma_attention.cuh" for "evo/wgmma_attention.cuh"), written beside it
+// with `find` replaced by `replace` (which must occur exactly once): a breakage of code that
+// templates share.
+void WriteTemplateVariantWithBrokenHeader(const std::filesystem::path& folder,
+                                          const std::string& original, const std::string& name,
+                                          const std::string& header, const std::string& find,
+                                          const std::string& replace);
+
 // WriteTemplateVariant of sdpa_fp16 with `breakage`, named BrokenSdpaName(breakage).
 void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage);
 

@@ -81,29 +81,43 @@ TEST_CASE("sdpa_fp16_wgmma compiles for sm_90a, and its source refuses plain sm_
 // A copy of sdpa_fp16_wgmma under another name with one piece of its kernel replaced.
 void WriteBrokenWgmma(const std::filesystem::path& folder, const std::string& name,
                       const std::string& text, const std::string& replacement) {
-  test::WriteTemplateVariant(folder / name, "sdpa_fp16_wgmma", name, text, replacement);
+  // The MMA addressing lives in the device library, shared with sdpa_hopper.
+  test::WriteTemplateVariantWithBrokenHeader(folder / name, "sdpa_fp16_wgmma", name,
+                                             "wgmma_attention.cuh", text, replacement);
 }
 
 TEST_CASE(
     "sdpa_fp16_wgmma passes the gates on a GPU; variants with a wrong k16 step or a wrong "
     "stride between V's column blocks do not",
     "[gpu]") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
+  // The variants are written and compiled on any machine, so that a change to the code they
+  // break fails here and not only on the GPU.
   test::TempDir dir;
   // Q's k16 step of 16 bytes instead of 32: every score mixes the wrong columns of Q.
   WriteBrokenWgmma(dir.path(), "wgmma_half_k_step",
-                   "q_smem + (ks / 4) * kBlockM * 128 + wg_row0 * 128 + (ks % 4) * 32",
-                   "q_smem + (ks / 4) * kBlockM * 128 + wg_row0 * 128 + (ks % 4) * 16");
+                   "q_tile + (ks / 4) * QRows * 128 + q_row0 * 128 + (ks % 4) * 32",
+                   "q_tile + (ks / 4) * QRows * 128 + q_row0 * 128 + (ks % 4) * 16");
   // V's 64-column blocks read as if adjacent: wrong from D = 128 on (one block at D = 64).
   WriteBrokenWgmma(dir.path(), "wgmma_v_block_stride",
-                   "smem_desc_sw128(v_tile + kk * 16 * 128, BLOCK_N * 128)",
+                   "smem_desc_sw128(v_tile + kk * 16 * 128, BlockN * 128)",
                    "smem_desc_sw128(v_tile + kk * 16 * 128, 1024)");
   const TemplateLibrary library = TemplateLibrary::Load(
       {dir.path() / "wgmma_half_k_step", dir.path() / "wgmma_v_block_stride"});
   NvrtcCompiler compiler;
+  for (const char* name : {"wgmma_half_k_step", "wgmma_v_block_stride"}) {
+    const KernelTemplate& variant = library.Find(name);
+    INFO(name);
+    const CompileOutcome compiled =
+        RunCompileGate(variant, DefaultGenome(variant.manifest),
+                       test::AttentionProblem(variant.manifest, 1, 2, 200, 200, 128, 0),
+                       ArchByName("sm_90"), compiler, {});
+    INFO(compiled.compiled.log);
+    REQUIRE(compiled.status == Status::kCompiled);
+  }
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
   GpuGates gates(0, compiler);
   const ArchInfo arch = gates.device().arch_info();
   if (arch.name != "sm_90") {
