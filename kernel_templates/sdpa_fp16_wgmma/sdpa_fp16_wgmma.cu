@@ -155,9 +155,7 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   evo::cp_async_wait<0>();
 
   // Epilogue: normalize and store each thread's fp16 pairs.
-  float inv[2];
-  evo::wgmma_attention_normalizers(row_sum, inv);
-  evo::wgmma_attention_store<evo::Fp16, HEAD_DIM>(o_head, acc, inv, thread_row, quad, S_q);
+  evo::wgmma_attention_store<evo::Fp16, HEAD_DIM>(o_head, acc, row_sum, thread_row, quad, S_q);
 }
 
 }  // namespace sdpa_wg

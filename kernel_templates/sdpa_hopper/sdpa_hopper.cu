@@ -345,9 +345,9 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     ++round;
 
     // Epilogue: normalize each thread's pairs and store them.
-    float inv[2];
-    evo::wgmma_attention_normalizers(row_sum, inv);
     if (TMA_STORE) {
+      const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),
+                            evo::wgmma_attention_normalizer(row_sum[1])};
       // The tile's previous store must have read it before it is overwritten.
       const unsigned o_tile = smem.o(consumer);
       if (tid % 128 == 0) evo::bulk_wait_group_read<0>();
@@ -359,7 +359,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         for (int df = 0; df < HEAD_DIM / 8; ++df) {
           evo::st_shared_b32(
               o_tile + (df / 8) * 64 * 128 + evo::swizzle_128b(row, df % 8) + quad * 4,
-              evo::wgmma_attention_output_pair<Elem, HEAD_DIM>(acc, inv, h, df));
+              evo::wgmma_attention_output_pair<Elem, HEAD_DIM>(acc, inv[h], h, df));
         }
       }
       evo::fence_proxy_async_shared();
@@ -374,7 +374,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       }
     } else {
       evo::wgmma_attention_store<Elem, HEAD_DIM>(O + static_cast<long long>(bh) * S_q * HEAD_DIM,
-                                                 acc, inv, thread_row, quad, S_q);
+                                                 acc, row_sum, thread_row, quad, S_q);
     }
   }
   // Shared memory must outlive the stores that read it.
