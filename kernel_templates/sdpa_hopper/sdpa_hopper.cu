@@ -345,9 +345,9 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     ++round;
 
     // Epilogue: normalize each thread's pairs and store them.
+    const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),
+                          evo::wgmma_attention_normalizer(row_sum[1])};
     if (TMA_STORE) {
-      const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),
-                            evo::wgmma_attention_normalizer(row_sum[1])};
       // The tile's previous store must have read it before it is overwritten.
       const unsigned o_tile = smem.o(consumer);
       if (tid % 128 == 0) evo::bulk_wait_group_read<0>();
@@ -373,8 +373,13 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         evo::bulk_commit_group();
       }
     } else {
-      evo::wgmma_attention_store<Elem, HEAD_DIM>(O + static_cast<long long>(bh) * S_q * HEAD_DIM,
-                                                 acc, row_sum, thread_row, quad, S_q);
+      unsigned short* o_head = O + static_cast<long long>(bh) * S_q * HEAD_DIM;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = thread_row + 8 * h;
+        if (row < S_q)
+          evo::wgmma_attention_store_row<Elem, HEAD_DIM>(o_head, acc, inv[h], h, row, quad);
+      }
     }
   }
   // Shared memory must outlive the stores that read it.

@@ -104,26 +104,18 @@ __device__ __forceinline__ unsigned wgmma_attention_output_pair(const float (&ac
   return Elem::pack2(acc[4 * df + 2 * h] * inv, acc[4 * df + 2 * h + 1] * inv);
 }
 
-// Normalizes the thread's pairs of its two rows thread_row and thread_row + 8 of O and stores
-// them (rows of HeadDim values from o_head), rows at or past S_q left out.
+// Stores the thread's pairs of its row h (row `row` of O, rows of HeadDim values from o_head),
+// scaled by the row's normalizer. The callers place the normalizers and the row bound checks
+// themselves: ptxas schedules the stores differently for each placement, and each template keeps
+// the one measured fastest for it on the H100.
 template <class Elem, int HeadDim>
-__device__ __forceinline__ void wgmma_attention_store(unsigned short* o_head,
-                                                      const float (&acc)[HeadDim / 2],
-                                                      const float (&row_sum)[2], int thread_row,
-                                                      int quad, int S_q) {
-  // Each row's normalizer right before its stores: with both computed first, ptxas scheduled
-  // sdpa_fp16_wgmma's stores worse (2% slower at 2,8,2048,128 on the H100).
+__device__ __forceinline__ void wgmma_attention_store_row(unsigned short* o_head,
+                                                          const float (&acc)[HeadDim / 2],
+                                                          float inv, int h, int row, int quad) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float inv = wgmma_attention_normalizer(row_sum[h]);
-    const int row = thread_row + 8 * h;
-    if (row < S_q) {
-#pragma unroll
-      for (int df = 0; df < HeadDim / 8; ++df) {
-        st_global_b32(o_head + static_cast<long long>(row) * HeadDim + 8 * df + 2 * quad,
-                      wgmma_attention_output_pair<Elem, HeadDim>(acc, inv, h, df));
-      }
-    }
+  for (int df = 0; df < HeadDim / 8; ++df) {
+    st_global_b32(o_head + static_cast<long long>(row) * HeadDim + 8 * df + 2 * quad,
+                  wgmma_attention_output_pair<Elem, HeadDim>(acc, inv, h, df));
   }
 }
 
