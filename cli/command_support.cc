@@ -44,12 +44,16 @@ void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& pro
 
 Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, bool causal,
                            const std::vector<std::string>& problem_settings) {
-  Problem problem = DefaultProblem(manifest);
-  if (!shape.empty()) ApplyShape(manifest, shape, problem);
-  if (causal) SetProblemParam(manifest, "CAUSAL", 1, problem);
+  // Only what the command line gives is set here; the rest takes its defaults afterwards, so a
+  // default that follows another parameter (H_kv = H) follows the given value.
+  Problem given;
+  if (!shape.empty()) ApplyShape(manifest, shape, given);
+  if (causal) SetProblemParam(manifest, "CAUSAL", 1, given);
   for (const std::string& setting : problem_settings) {
-    ApplyProblemSetting(manifest, setting, problem);
+    ApplyProblemSetting(manifest, setting, given);
   }
+  Problem problem = CompleteProblem(manifest, given);
+  CheckProblem(manifest, problem);
   return problem;
 }
 

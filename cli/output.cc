@@ -63,7 +63,7 @@ Json TemplateToJson(const KernelTemplate& kernel_template) {
           {"knobs", knobs},
           {"problem", problem},
           {"constraints", constraints},
-          {"entry", manifest.kernel.entry},
+          {"entry", manifest.main_kernel().entry},
           {"reference_entry", manifest.reference.entry}};
 }
 

@@ -120,7 +120,7 @@ std::function<int()> SetupShow(CLI::App& app, const GlobalOptions& global) {
       const RunRecord run = SelectRun(store, c.run_id);
       const TemplateLibrary library = LoadLibrary(global);
       const KernelTemplate& kernel_template = TemplateOfRun(library, run.spec);
-      source = InstantiateSource(kernel_template, kernel_template.manifest.kernel,
+      source = InstantiateSource(kernel_template, kernel_template.manifest.main_kernel(),
                                  &c.proposal.genome, run.spec.problem);
     }
     if (options->json) {
@@ -188,10 +188,10 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
       }
     };
     Json params = Json::array();
-    for (const KernelArgSpec& arg : manifest.kernel.args) {
+    for (const KernelArgSpec& arg : manifest.main_kernel().args) {
       if (!arg.PresentFor(bindings)) continue;
       if (arg.map) {
-        params.push_back(TensorMapToJson(DescribeTensorMap(arg, manifest.kernel, bindings)));
+        params.push_back(TensorMapToJson(DescribeTensorMap(arg, manifest.main_kernel(), bindings)));
         continue;
       }
       Json param = {{"name", arg.name}, {"dtype", arg.dtype}};
@@ -213,13 +213,14 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
     }
     Json grid = Json::array();
     bool grid_needs_device = false;
-    for (const Expression& dim : manifest.kernel.grid) {
+    for (const Expression& dim : manifest.main_kernel().grid) {
       grid.push_back(evaluate(dim));
       grid_needs_device = grid_needs_device || grid.back().is_string();
     }
     Json block = Json::array();
-    for (const Expression& dim : manifest.kernel.block) block.push_back(dim.Evaluate(bindings));
-    const int64_t dynamic_smem = manifest.kernel.dynamic_smem.Evaluate(bindings);
+    for (const Expression& dim : manifest.main_kernel().block)
+      block.push_back(dim.Evaluate(bindings));
+    const int64_t dynamic_smem = manifest.main_kernel().dynamic_smem.Evaluate(bindings);
     Json launch = {
         {"template", manifest.name},
         {"template_hash", run.spec.template_hash},
@@ -230,7 +231,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
         {"cubin", stem + ".cubin"},
         {"source", stem + ".cu"},
         {"headers", headers},
-        {"entry", manifest.kernel.entry},
+        {"entry", manifest.main_kernel().entry},
         {"genome", c.proposal.genome},
         {"problem", run.spec.problem},
         {"params", params},

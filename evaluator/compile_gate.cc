@@ -57,24 +57,32 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
   }
   // A tensor map the accelerator cannot take for this configuration is refused before any
   // compile, like a broken constraint.
-  for (const KernelArgSpec& arg : manifest.kernel.args) {
-    if (!arg.map || !arg.PresentFor(bindings)) continue;
-    try {
-      DescribeTensorMap(arg, manifest.kernel, bindings);
-    } catch (const Error& error) {
-      outcome.status = Status::kInvalid;
-      outcome.reason = error.what();
-      return outcome;
+  std::vector<const KernelSpec*> launched;
+  for (const KernelSpec& kernel : manifest.kernels) {
+    if (kernel.LaunchedFor(bindings)) launched.push_back(&kernel);
+  }
+  for (const KernelSpec* kernel : launched) {
+    for (const KernelArgSpec& arg : kernel->args) {
+      if (!arg.map || !arg.PresentFor(bindings)) continue;
+      try {
+        DescribeTensorMap(arg, *kernel, bindings);
+      } catch (const Error& error) {
+        outcome.status = Status::kInvalid;
+        outcome.reason = error.what();
+        return outcome;
+      }
     }
   }
-  outcome.threads_per_block = 1;
-  for (const Expression& dim : manifest.kernel.block) {
-    outcome.threads_per_block *= dim.Evaluate(bindings);
-  }
-  outcome.dynamic_smem = manifest.kernel.dynamic_smem.Evaluate(bindings);
+  const auto threads_of = [&](const KernelSpec& kernel) {
+    int64_t threads = 1;
+    for (const Expression& dim : kernel.block) threads *= dim.Evaluate(bindings);
+    return threads;
+  };
+  outcome.threads_per_block = threads_of(manifest.main_kernel());
+  outcome.dynamic_smem = manifest.main_kernel().dynamic_smem.Evaluate(bindings);
   outcome.target = CompileTarget(arch, manifest.arch_specific).name;
-  CompileRequest request =
-      TemplateCompileRequest(kernel_template, manifest.kernel, &genome, problem, outcome.target);
+  CompileRequest request = TemplateCompileRequest(kernel_template, manifest.main_kernel(), &genome,
+                                                  problem, outcome.target);
   outcome.source = request.source;
   outcome.compiled = compiler.Compile(request);
 
@@ -96,37 +104,43 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
     outcome.reason = "compilation failed (see the log)";
     return outcome;
   }
-  const KernelResources* entry = FindKernel(compiled.kernels, manifest.kernel.entry);
-  if (entry == nullptr) {
-    outcome.status = Status::kCompileError;
-    outcome.reason = "the ptxas report has no entry function " + manifest.kernel.entry +
-                     " (is it extern \"C\" __global__?)";
-    return outcome;
-  }
-  outcome.resources = *entry;
-  const int64_t smem_total = entry->smem_static + outcome.dynamic_smem;
-  const int64_t registers = RegistersPerBlock(entry->registers, outcome.threads_per_block);
+  // Every kernel of the call must fit; the main kernel's figures are the candidate's.
   outcome.status = Status::kResourceReject;
-  if (outcome.threads_per_block > arch.max_threads_per_block) {
-    outcome.reason = std::to_string(outcome.threads_per_block) +
-                     " threads per block; the limit is " +
-                     std::to_string(arch.max_threads_per_block);
-  } else if (smem_total > arch.max_smem_per_block_optin) {
-    outcome.reason = std::to_string(smem_total) + " bytes of shared memory (" +
-                     std::to_string(entry->smem_static) + " static + " +
-                     std::to_string(outcome.dynamic_smem) + " dynamic); the limit is " +
-                     std::to_string(arch.max_smem_per_block_optin);
-  } else if (registers > arch.regs_per_block) {
-    outcome.reason = std::to_string(entry->registers) + " registers x " +
-                     std::to_string(outcome.threads_per_block) + " threads need " +
-                     std::to_string(registers) + " registers; a block has " +
-                     std::to_string(arch.regs_per_block);
-  } else if (entry->spills() && !options.allow_spills) {
-    outcome.reason = "spills registers: " + std::to_string(entry->spill_stores) +
-                     " bytes stored, " + std::to_string(entry->spill_loads) + " bytes loaded";
-  } else {
-    outcome.status = Status::kCompiled;
+  for (const KernelSpec* kernel : launched) {
+    const KernelResources* entry = FindKernel(compiled.kernels, kernel->entry);
+    if (entry == nullptr) {
+      outcome.status = Status::kCompileError;
+      outcome.reason = "the ptxas report has no entry function " + kernel->entry +
+                       " (is it extern \"C\" __global__?)";
+      return outcome;
+    }
+    if (kernel == launched.front()) outcome.resources = *entry;
+    const int64_t threads = threads_of(*kernel);
+    const int64_t dynamic_smem = kernel->dynamic_smem.Evaluate(bindings);
+    const int64_t smem_total = entry->smem_static + dynamic_smem;
+    const int64_t registers = RegistersPerBlock(entry->registers, threads);
+    // Names the kernel where a template has several.
+    const std::string which =
+        launched.size() > 1 || manifest.kernels.size() > 1 ? kernel->entry + ": " : std::string();
+    if (threads > arch.max_threads_per_block) {
+      outcome.reason = which + std::to_string(threads) + " threads per block; the limit is " +
+                       std::to_string(arch.max_threads_per_block);
+    } else if (smem_total > arch.max_smem_per_block_optin) {
+      outcome.reason = which + std::to_string(smem_total) + " bytes of shared memory (" +
+                       std::to_string(entry->smem_static) + " static + " +
+                       std::to_string(dynamic_smem) + " dynamic); the limit is " +
+                       std::to_string(arch.max_smem_per_block_optin);
+    } else if (registers > arch.regs_per_block) {
+      outcome.reason = which + std::to_string(entry->registers) + " registers x " +
+                       std::to_string(threads) + " threads need " + std::to_string(registers) +
+                       " registers; a block has " + std::to_string(arch.regs_per_block);
+    } else if (entry->spills() && !options.allow_spills) {
+      outcome.reason = which + "spills registers: " + std::to_string(entry->spill_stores) +
+                       " bytes stored, " + std::to_string(entry->spill_loads) + " bytes loaded";
+    }
+    if (!outcome.reason.empty()) return outcome;
   }
+  outcome.status = Status::kCompiled;
   return outcome;
 }
 

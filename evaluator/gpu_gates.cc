@@ -217,7 +217,7 @@ ReferenceTiming GpuGates::PrepareReference(const KernelTemplate& kernel_template
   ReferenceTiming timing;
   for (size_t p = 0; p < problems.size(); ++p) {
     const Bindings bindings = CompileBindings(manifest, DefaultGenome(manifest), problems[p], arch);
-    const KernelArguments args(manifest.kernel, bindings);
+    const KernelArguments args(manifest.main_kernel(), bindings);
     for (int seed = 0; seed < manifest.correctness.seeds; ++seed) {
       const auto inputs = args.Inputs();
       for (size_t i = 0; i < inputs.size(); ++i) {
@@ -242,7 +242,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
   GpuVerdict verdict;
   try {
     const Module candidate(cubin);
-    const CUfunction kernel = candidate.Function(manifest.kernel.entry);
+    const CUfunction kernel = candidate.Function(manifest.main_kernel().entry);
 
     const std::vector<Problem> problems = CheckProblems(manifest, problem);
     std::unique_ptr<KernelArguments> task_args;
@@ -268,9 +268,9 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
     for (size_t p = 0; p < problems.size(); ++p) {
       const Bindings bindings = CompileBindings(manifest, genome, problems[p], arch);
       const Tolerance tolerance = manifest.correctness.ToleranceFor(bindings);
-      auto args = std::make_unique<KernelArguments>(manifest.kernel, bindings);
+      auto args = std::make_unique<KernelArguments>(manifest.main_kernel(), bindings);
       state.kernels.FillGuards(args->Tensors(), state.stream);
-      const LaunchShape shape = ResolveLaunch(manifest.kernel, bindings, kernel, device_.sm_count);
+      const LaunchShape shape = ResolveLaunch(manifest.main_kernel(), bindings, kernel, device_.sm_count);
       std::vector<uint64_t> input_sums;
       for (int seed = 0; seed < manifest.correctness.seeds; ++seed) {
         const auto inputs = args->Inputs();

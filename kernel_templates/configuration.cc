@@ -1,6 +1,7 @@
 #include "kernel_templates/configuration.h"
 
 #include <cctype>
+#include <set>
 
 #include "common/sha256.h"
 
@@ -52,9 +53,20 @@ std::string InstantiateSource(const KernelTemplate& kernel_template, const Kerne
     source += "#define " + param.define + " " + std::to_string(problem.at(param.name)) + "\n";
   }
   const Bindings problem_bindings(problem.begin(), problem.end());
-  for (const KernelArgSpec& arg : kernel.args) {
-    if (arg.define.empty() || !arg.PresentFor(problem_bindings)) continue;
-    source += "#define " + arg.define + " " + DtypeMacro(arg.dtype) + "\n";
+  // A candidate's kernels are entries of one source: the macros of all their arguments.
+  std::vector<const KernelSpec*> kernels = {&kernel};
+  if (genome != nullptr) {
+    kernels.clear();
+    for (const KernelSpec& candidate_kernel : manifest.kernels)
+      kernels.push_back(&candidate_kernel);
+  }
+  std::set<std::string> defined;
+  for (const KernelSpec* spec : kernels) {
+    for (const KernelArgSpec& arg : spec->args) {
+      if (arg.define.empty() || !arg.PresentFor(problem_bindings)) continue;
+      if (!defined.insert(arg.define).second) continue;
+      source += "#define " + arg.define + " " + DtypeMacro(arg.dtype) + "\n";
+    }
   }
   source += "#line 1 \"" + kernel.source_path + "\"\n";
   source += kernel.source;

@@ -44,9 +44,19 @@ Genome DefaultGenome(const Manifest& manifest) {
   return genome;
 }
 
-Problem DefaultProblem(const Manifest& manifest) {
+Problem DefaultProblem(const Manifest& manifest) { return CompleteProblem(manifest, {}); }
+
+Problem CompleteProblem(const Manifest& manifest, const Problem& given) {
   Problem problem;
-  for (const ProblemParamSpec& param : manifest.problem) problem[param.name] = param.default_value;
+  for (const ProblemParamSpec& param : manifest.problem) {
+    const auto it = given.find(param.name);
+    problem[param.name] = it != given.end()    ? it->second
+                          : param.default_expr ? param.default_expr->Evaluate(problem)
+                                               : param.default_value;
+  }
+  for (const auto& [name, value] : given) {
+    if (!problem.contains(name)) problem[name] = value;  // CheckProblem names it
+  }
   return problem;
 }
 
@@ -129,6 +139,13 @@ void CheckProblem(const Manifest& manifest, const Problem& problem) {
   for (const ProblemParamSpec& param : manifest.problem) {
     if (!problem.contains(param.name)) {
       throw Error("problem parameter " + param.name + " has no value");
+    }
+  }
+  for (const ProblemParamSpec& param : manifest.problem) {
+    if (param.check && param.check->Evaluate(problem) == 0) {
+      throw Error("problem " + FormatProblem(manifest, problem) + " of template " + manifest.name +
+                  " breaks " + param.check->text() +
+                  (param.check_doc.empty() ? "" : " (" + param.check_doc + ")"));
     }
   }
 }

@@ -16,6 +16,9 @@ using Problem = std::map<std::string, int64_t, std::less<>>;
 
 Genome DefaultGenome(const Manifest& manifest);
 Problem DefaultProblem(const Manifest& manifest);
+// The parameters `given` sets, and every other one at its default, in the manifest's order (a
+// default that is an expression reads the values before it: H_kv follows a given H).
+Problem CompleteProblem(const Manifest& manifest, const Problem& given);
 
 // Applies "KNOB=VALUE" as typed on a command line. Throws evo::Error for a malformed setting,
 // an unknown knob or a value outside the knob's domain, naming the choices.
@@ -30,7 +33,8 @@ void SetProblemParam(const Manifest& manifest, std::string_view name, int64_t va
 // SetProblemParam, or for a malformed setting.
 void ApplyProblemSetting(const Manifest& manifest, std::string_view setting, Problem& problem);
 
-// Throws evo::Error unless every knob is set to a value of its domain and nothing else is set.
+// Throws evo::Error unless every knob (parameter) is set to a value of its domain and nothing
+// else is set; a problem must also hold every parameter's check (H a multiple of H_kv).
 void CheckGenome(const Manifest& manifest, const Genome& genome);
 void CheckProblem(const Manifest& manifest, const Problem& problem);
 

@@ -204,16 +204,36 @@ std::vector<KnobSettings> ReadStartingPoints(const ManifestReader& reader, const
 
 std::vector<ProblemParamSpec> ReadProblem(const ManifestReader& reader, const Json& root) {
   std::vector<ProblemParamSpec> params;
+  std::set<std::string, std::less<>> earlier;  // names a default or check may use
+  Bindings defaults;
   const Json& array = reader.Array(root, "manifest", "problem");
   for (size_t i = 0; i < array.size(); ++i) {
     const std::string field = "problem[" + std::to_string(i) + "]";
-    reader.CheckKeys(array[i], field, {"name", "values", "min", "default", "define", "doc"});
+    reader.CheckKeys(array[i], field,
+                     {"name", "values", "min", "default", "check", "check_doc", "define", "doc"});
     ProblemParamSpec param;
     param.name = reader.Identifier(array[i], field, "name");
     if (array[i].contains("values")) param.values = reader.IntegerSet(array[i], field, "values");
     if (array[i].contains("min")) param.min = reader.Integer(array[i], field, "min");
-    param.default_value = reader.Integer(array[i], field, "default");
     if (array[i].contains("define")) param.define = reader.Identifier(array[i], field, "define");
+    // A default that is an expression follows the parameters before it (H_kv defaults to H).
+    const Json& default_json = reader.Member(array[i], field, "default");
+    if (default_json.is_string()) {
+      if (param.compile_time()) {
+        reader.Fail(field + ".default", "a compile-time parameter has a constant default");
+      }
+      param.default_expr = reader.Expr(default_json, field + ".default", earlier);
+      param.default_value = param.default_expr->Evaluate(defaults);
+    } else {
+      param.default_value = reader.Integer(array[i], field, "default");
+    }
+    earlier.insert(param.name);
+    if (array[i].contains("check")) {
+      param.check = reader.Expr(array[i]["check"], field + ".check", earlier);
+      param.check_doc = reader.String(array[i], field, "check_doc", false);
+    } else if (array[i].contains("check_doc")) {
+      reader.Fail(field + ".check_doc", "documents a \"check\", which is missing");
+    }
     param.doc = reader.String(array[i], field, "doc", false);
     if (param.compile_time() && param.values.empty()) {
       reader.Fail(field, "a compile-time parameter (with a define) needs a list of values");
@@ -223,21 +243,38 @@ std::vector<ProblemParamSpec> ReadProblem(const ManifestReader& reader, const Js
                                 : std::find(param.values.begin(), param.values.end(),
                                             param.default_value) != param.values.end();
     if (!default_ok) reader.Fail(field + ".default", "outside the parameter's domain");
+    defaults[param.name] = param.default_value;
+    if (param.check && param.check->Evaluate(defaults) == 0) {
+      reader.Fail(field + ".check", "the default problem breaks it");
+    }
     params.push_back(std::move(param));
   }
   return params;
 }
 
-KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std::string& key,
-                      const std::set<std::string, std::less<>>& scope,
-                      const std::set<std::string, std::less<>>& launch_scope,
-                      const std::set<std::string, std::less<>>& signature_scope,
+// Where a kernel is read: the names its expressions may use, and what it may have.
+struct KernelScopes {
+  const std::set<std::string, std::less<>>& scope;
+  const std::set<std::string, std::less<>>& launch_scope;
+  const std::set<std::string, std::less<>>& signature_scope;
+  bool candidate;  // a candidate's kernel (scratch and `when` allowed), or the reference
+};
+
+KernelSpec ReadKernel(const ManifestReader& reader, const Json& object, const std::string& key,
+                      const KernelScopes& scopes,
                       const std::function<std::string(const std::string&)>& read_source) {
-  const Json& object = reader.Member(root, "manifest", key);
-  reader.CheckKeys(object, key, {"source", "entry", "grid", "block", "dynamic_smem", "args"});
+  const auto& scope = scopes.scope;
+  const auto& launch_scope = scopes.launch_scope;
+  const auto& signature_scope = scopes.signature_scope;
+  reader.CheckKeys(object, key,
+                   {"source", "entry", "grid", "block", "dynamic_smem", "args", "when"});
   KernelSpec kernel;
   kernel.source_path = reader.String(object, key, "source");
   kernel.entry = reader.Identifier(object, key, "entry");
+  if (object.contains("when")) {
+    if (!scopes.candidate) reader.Fail(key + ".when", "the reference kernel always runs");
+    kernel.when = reader.Expr(object["when"], key + ".when", scope);
+  }
   for (const char* dims : {"grid", "block"}) {
     const Json& array = reader.Array(object, key, dims);
     if (array.size() != 3) reader.Fail(key + "." + dims, "expected three expressions (x, y, z)");
@@ -259,7 +296,7 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
     const std::string field = key + ".args[" + std::to_string(i) + "]";
     reader.CheckKeys(args[i], field,
                      {"name", "kind", "dtype", "shape", "value", "uniform", "when", "define",
-                      "tensor", "box", "swizzle", "interleave", "l2_promotion", "fill"});
+                      "tensor", "box", "swizzle", "interleave", "l2_promotion", "fill", "zero"});
     KernelArgSpec arg;
     arg.name = reader.Identifier(args[i], field, "name");
     if (args[i].contains("when")) {
@@ -273,6 +310,10 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
     const std::string kind = reader.String(args[i], field, "kind");
     static const std::set<std::string> kTensorTypes = {"f16", "bf16", "f32", "fp8e4m3", "fp8e5m2"};
     static const std::set<std::string> kScalarTypes = {"i32", "i64", "f32"};
+    static const std::set<std::string> kScratchTypes = {"f16", "bf16", "f32", "i32"};
+    if (kind != "scratch" && args[i].contains("zero")) {
+      reader.Fail(field + ".zero", "only a scratch argument is zeroed");
+    }
     if (kind != "tensor_map") {
       for (const char* map_key :
            {"tensor", "box", "swizzle", "interleave", "l2_promotion", "fill"}) {
@@ -341,6 +382,38 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
         arg.uniform = std::make_pair(range[0].get<double>(), range[1].get<double>());
       }
       if (args[i].contains("define")) arg.define = reader.Identifier(args[i], field, "define");
+    } else if (kind == "scratch") {
+      if (!scopes.candidate) {
+        reader.Fail(field + ".kind", "the reference kernel takes inputs and outputs, no scratch");
+      }
+      for (const char* tensor_key : {"uniform", "define"}) {
+        if (args[i].contains(tensor_key)) {
+          reader.Fail(field + "." + tensor_key,
+                      "scratch is neither filled nor read by the reference");
+        }
+      }
+      arg.kind = KernelArgSpec::Kind::kScratch;
+      if (!kScratchTypes.contains(arg.dtype)) {
+        reader.Fail(field, "unknown scratch dtype " + arg.dtype + " (f16, bf16, f32 or i32)");
+      }
+      const Json& shape = reader.Array(args[i], field, "shape");
+      if (shape.empty()) reader.Fail(field + ".shape", "expected at least one dimension");
+      for (size_t d = 0; d < shape.size(); ++d) {
+        arg.shape.push_back(
+            reader.Expr(shape[d], field + ".shape[" + std::to_string(d) + "]", scope));
+      }
+      if (args[i].contains("zero")) {
+        const std::string zero = reader.String(args[i], field, "zero");
+        if (zero == "never") {
+          arg.zero = ScratchZero::kNever;
+        } else if (zero == "once") {
+          arg.zero = ScratchZero::kOnce;
+        } else if (zero == "each_call") {
+          arg.zero = ScratchZero::kEachCall;
+        } else {
+          reader.Fail(field + ".zero", "'" + zero + "' is not one of never, once, each_call");
+        }
+      }
     } else if (kind == "scalar") {
       if (args[i].contains("uniform")) reader.Fail(field + ".uniform", "a scalar is not filled");
       if (args[i].contains("define")) {
@@ -352,7 +425,7 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
       arg.value = reader.Expr(reader.Member(args[i], field, "value"), field + ".value", scope);
     } else {
       reader.Fail(field + ".kind",
-                  "expected input, output, scalar or tensor_map, not '" + kind + "'");
+                  "expected input, output, scratch, scalar or tensor_map, not '" + kind + "'");
     }
     kernel.args.push_back(std::move(arg));
   }
@@ -392,6 +465,90 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& root, const std:
     reader.Fail(key + ".source", error.what());
   }
   return kernel;
+}
+
+// "kernel" where the manifest gives one kernel, "kernels[k]" where it gives a list.
+std::string KernelField(const Json& root, size_t k) {
+  return root.contains("kernels") ? "kernels[" + std::to_string(k) + "]" : "kernel";
+}
+
+std::string ShapeText(const KernelArgSpec& arg) {
+  std::string text;
+  for (const Expression& dim : arg.shape) text += (text.empty() ? "" : ", ") + dim.text();
+  return "[" + text + "]";
+}
+
+// A candidate's kernels: "kernel" (one) or "kernels" (launched in order), never both. They are
+// entries of one source, compiled once, and an argument of one name is one thing in all of them.
+void ReadCandidateKernels(const ManifestReader& reader, const Json& root,
+                          const KernelScopes& scopes,
+                          const std::function<std::string(const std::string&)>& read_source,
+                          Manifest& manifest) {
+  if (root.contains("kernel") == root.contains("kernels")) {
+    reader.Fail("manifest", root.contains("kernel")
+                                ? "give \"kernel\" (one kernel) or \"kernels\" (several), not both"
+                                : "missing \"kernel\" (or \"kernels\", several launched in order)");
+  }
+  if (root.contains("kernel")) {
+    manifest.kernels.push_back(ReadKernel(reader, root["kernel"], "kernel", scopes, read_source));
+    if (manifest.kernels.front().when) {
+      reader.Fail("kernel.when", "the first kernel of a template always runs");
+    }
+    return;
+  }
+  const Json& array = reader.Array(root, "manifest", "kernels");
+  if (array.empty()) reader.Fail("kernels", "expected at least one kernel");
+  std::set<std::string> entries;
+  for (size_t k = 0; k < array.size(); ++k) {
+    const std::string field = KernelField(root, k);
+    KernelSpec kernel = ReadKernel(reader, array[k], field, scopes, read_source);
+    if (k == 0 && kernel.when) {
+      reader.Fail(field + ".when", "the first kernel of a template always runs");
+    }
+    if (k > 0 && kernel.source_path != manifest.kernels.front().source_path) {
+      reader.Fail(field + ".source", "the kernels of a template are entries of one source ('" +
+                                         manifest.kernels.front().source_path +
+                                         "'), compiled once");
+    }
+    if (!entries.insert(kernel.entry).second) {
+      reader.Fail(field + ".entry", "'" + kernel.entry + "' is launched twice in one call");
+    }
+    // An argument of one name is the same memory in every kernel of the call: the same kind,
+    // dtype, shape and presence.
+    for (size_t i = 0; i < kernel.args.size(); ++i) {
+      const KernelArgSpec& arg = kernel.args[i];
+      if (!arg.is_tensor()) continue;
+      for (size_t other_k = 0; other_k < manifest.kernels.size(); ++other_k) {
+        for (const KernelArgSpec& other : manifest.kernels[other_k].args) {
+          if (!other.is_tensor() || other.name != arg.name) continue;
+          const bool same_when = arg.when.has_value() == other.when.has_value() &&
+                                 (!arg.when || arg.when->text() == other.when->text());
+          if (!same_when) continue;  // an alternative (Q as f16 or bf16) of the name
+          if (other.kind != arg.kind || other.dtype != arg.dtype ||
+              ShapeText(other) != ShapeText(arg) || other.zero != arg.zero) {
+            reader.Fail(field + ".args[" + std::to_string(i) + "]",
+                        "'" + arg.name + "' differs from the argument of that name in " +
+                            KernelField(root, other_k) +
+                            " (kind, dtype, shape and zeroing must agree: it is the same memory)");
+          }
+        }
+      }
+    }
+    manifest.kernels.push_back(std::move(kernel));
+  }
+}
+
+void CheckDefine(const ManifestReader& reader, const std::string& field, const KernelArgSpec& arg,
+                 const std::set<std::string>& defines,
+                 std::map<std::string, std::string>& argument_of_define) {
+  if (arg.define.empty()) return;
+  if (defines.contains(arg.define)) {
+    reader.Fail(field, "'" + arg.define + "' is a knob or problem define");
+  }
+  const auto [it, inserted] = argument_of_define.emplace(arg.define, arg.name);
+  if (!inserted && it->second != arg.name) {
+    reader.Fail(field, "'" + arg.define + "' is the define of " + it->second + " already");
+  }
 }
 
 Tolerance ReadTolerance(const ManifestReader& reader, const Json& object,
@@ -440,7 +597,7 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   reader.CheckKeys(
       root, "manifest",
       {"name", "version", "description", "min_sm", "max_sm", "arch_specific", "knobs", "problem",
-       "derived", "constraints", "kernel", "reference", "correctness", "flops"});
+       "derived", "constraints", "kernel", "kernels", "reference", "correctness", "flops"});
   Manifest manifest;
   manifest.name = reader.Identifier(root, "manifest", "name");
   manifest.version = static_cast<int>(reader.Integer(root, "manifest", "version"));
@@ -517,33 +674,34 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   for (const ProblemParamSpec& param : manifest.problem) {
     if (param.compile_time()) signature_scope.insert(param.name);
   }
-  manifest.kernel =
-      ReadKernel(reader, root, "kernel", scope, launch_scope, signature_scope, read_source);
+  ReadCandidateKernels(reader, root, {scope, launch_scope, signature_scope, true}, read_source,
+                       manifest);
   // The reference is specialized on the problem only, never on knobs.
   std::set<std::string, std::less<>> reference_scope = problem_scope;
   for (std::string_view name : kArchBindings) reference_scope.insert(std::string(name));
   std::set<std::string, std::less<>> reference_launch_scope = reference_scope;
   for (std::string_view name : kLaunchBindings) reference_launch_scope.insert(std::string(name));
-  manifest.reference = ReadKernel(reader, root, "reference", reference_scope,
-                                  reference_launch_scope, signature_scope, read_source);
+  manifest.reference =
+      ReadKernel(reader, reader.Member(root, "manifest", "reference"), "reference",
+                 {reference_scope, reference_launch_scope, signature_scope, false}, read_source);
   // An argument's dtype macro must not redefine a knob or problem define, nor stand for two
-  // arguments (alternatives of one name share theirs).
-  for (const auto& [key, kernel] :
-       {std::pair<std::string, const KernelSpec*>{"kernel", &manifest.kernel},
-        {"reference", &manifest.reference}}) {
-    std::map<std::string, std::string> argument_of_define;
+  // arguments (alternatives of one name share theirs). The candidate's kernels are one source,
+  // so their macros are checked together.
+  std::vector<std::pair<std::string, const KernelSpec*>> kernel_fields;
+  for (size_t k = 0; k < manifest.kernels.size(); ++k) {
+    kernel_fields.emplace_back(KernelField(root, k), &manifest.kernels[k]);
+  }
+  std::map<std::string, std::string> argument_of_define;
+  for (const auto& [key, kernel] : kernel_fields) {
     for (size_t i = 0; i < kernel->args.size(); ++i) {
-      const KernelArgSpec& arg = kernel->args[i];
-      if (arg.define.empty()) continue;
-      const std::string field = key + ".args[" + std::to_string(i) + "].define";
-      if (defines.contains(arg.define)) {
-        reader.Fail(field, "'" + arg.define + "' is a knob or problem define");
-      }
-      const auto [it, inserted] = argument_of_define.emplace(arg.define, arg.name);
-      if (!inserted && it->second != arg.name) {
-        reader.Fail(field, "'" + arg.define + "' is the define of " + it->second + " already");
-      }
+      CheckDefine(reader, key + ".args[" + std::to_string(i) + "].define", kernel->args[i], defines,
+                  argument_of_define);
     }
+  }
+  std::map<std::string, std::string> reference_define_of;
+  for (size_t i = 0; i < manifest.reference.args.size(); ++i) {
+    CheckDefine(reader, "reference.args[" + std::to_string(i) + "].define",
+                manifest.reference.args[i], defines, reference_define_of);
   }
 
   const Json& correctness = reader.Member(root, "manifest", "correctness");

@@ -29,6 +29,13 @@ struct ProblemParamSpec {
   std::vector<int64_t> values;  // empty: any integer >= min
   int64_t min = 1;
   int64_t default_value = 1;
+  // A default that follows earlier parameters (H_kv defaults to H): where the parameter is not
+  // given, it takes this expression's value over the others, not default_value.
+  std::optional<Expression> default_expr;
+  // What must hold between this parameter and earlier ones (H % H_kv == 0); a problem where it
+  // does not is refused with check_doc.
+  std::optional<Expression> check;
+  std::string check_doc;
   std::string define;  // empty: a run-time parameter only
   std::string doc;
 
@@ -60,8 +67,18 @@ struct TensorMapSpec {
   std::string fill = "zero";          // what elements outside the tensor read as: zero or nan
 };
 
+// When the gates (and an exported launch sequence) zero a scratch tensor.
+enum class ScratchZero {
+  kNever,     // its contents on entry are whatever the last call left
+  kOnce,      // zeroed when allocated; every call must leave it zero again (self-resetting
+              // counters), which the correctness gate checks
+  kEachCall,  // zeroed before every call, as part of the call (timed with it)
+};
+
 struct KernelArgSpec {
-  enum class Kind { kInput, kOutput, kScalar, kTensorMap };
+  // Scratch: device memory the kernels of one call share (partial outputs, counters), neither
+  // read from the user nor compared, sized by expressions like any tensor.
+  enum class Kind { kInput, kOutput, kScalar, kTensorMap, kScratch };
   std::string name;
   Kind kind = Kind::kInput;
   std::string dtype;                 // f16, f32, fp8e4m3, i32, ...
@@ -78,12 +95,15 @@ struct KernelArgSpec {
   // (the attention reference) serves templates whose arguments differ in dtype, or in whether
   // they exist at all (`#ifdef REF_Q_SCALE`).
   std::string define;
+  ScratchZero zero = ScratchZero::kNever;  // scratch only
 
   bool PresentFor(const Bindings& bindings) const { return !when || when->Evaluate(bindings) != 0; }
-  bool is_tensor() const { return kind == Kind::kInput || kind == Kind::kOutput; }
+  bool is_tensor() const {
+    return kind == Kind::kInput || kind == Kind::kOutput || kind == Kind::kScratch;
+  }
 };
 
-// One kernel of a template (the candidate or the reference): its source and how to launch it.
+// One kernel of a template (a candidate's or the reference): its source and how to launch it.
 struct KernelSpec {
   // Relative to the template's folder, or a shared source of the device library ("evo/...").
   std::string source_path;
@@ -93,6 +113,13 @@ struct KernelSpec {
   std::array<Expression, 3> block;
   Expression dynamic_smem;
   std::vector<KernelArgSpec> args;
+  // Launched only where non-zero (knobs and problem): a combine step that exists for some
+  // configurations only. The first kernel of a template always runs.
+  std::optional<Expression> when;
+
+  bool LaunchedFor(const Bindings& bindings) const {
+    return !when || when->Evaluate(bindings) != 0;
+  }
 };
 
 // An element of a candidate's output passes when |out - ref| <= atol + rtol * |ref|.
@@ -141,7 +168,10 @@ struct Manifest {
   std::vector<ProblemParamSpec> problem;
   std::vector<DerivedSpec> derived;
   std::vector<ConstraintSpec> constraints;
-  KernelSpec kernel;
+  // One call of a candidate: these kernels, launched in order on one stream, all entries of one
+  // source compiled once. Tensors (scratch included) of one name are the same memory in each.
+  // The first is the candidate's main kernel: its ptxas figures are the candidate's.
+  std::vector<KernelSpec> kernels;
   KernelSpec reference;
   CorrectnessSpec correctness;
   std::optional<Expression> flops;  // floating-point operations of one call, for TFLOP/s
@@ -152,6 +182,7 @@ struct Manifest {
   // version (its hash) covers only what is compiled and measured.
   std::vector<KnobSettings> starting_points;
 
+  const KernelSpec& main_kernel() const { return kernels.front(); }
   const KnobSpec* FindKnob(std::string_view knob) const;
   const ProblemParamSpec* FindProblemParam(std::string_view param) const;
 };

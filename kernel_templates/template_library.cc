@@ -34,7 +34,7 @@ std::string HashTemplate(std::string_view manifest_text, const Manifest& manifes
     hash.Update(part);
   };
   update(manifest_text);
-  update(manifest.kernel.source);
+  update(manifest.main_kernel().source);
   update(manifest.reference.source);
   for (const HeaderFile& header : headers) {
     update(header.name);
@@ -88,9 +88,10 @@ KernelTemplate LoadTemplate(std::string_view manifest_text, const std::string& l
   KernelTemplate loaded{ParseManifest(manifest_text, manifest_origin, read_source), origin, {}, ""};
   const Manifest& manifest = loaded.manifest;
   try {
-    loaded.headers = ResolveIncludes({{manifest.kernel.source_path, manifest.kernel.source},
-                                      {manifest.reference.source_path, manifest.reference.source}},
-                                     read_local);
+    loaded.headers =
+        ResolveIncludes({{manifest.main_kernel().source_path, manifest.main_kernel().source},
+                         {manifest.reference.source_path, manifest.reference.source}},
+                        read_local);
   } catch (const Error& error) {
     throw Error(manifest_origin + ": " + error.what());
   }

@@ -185,7 +185,7 @@ extern "C" __global__ void tiny_reference(float* x, int n) {
   CHECK(outcome.status == Status::kCompiled);
   // The same source without the headers does not compile: they reach NVRTC with the request.
   const Genome defaults = DefaultGenome(tiny.manifest);
-  CompileRequest bare = TemplateCompileRequest(tiny, tiny.manifest.kernel, &defaults,
+  CompileRequest bare = TemplateCompileRequest(tiny, tiny.manifest.main_kernel(), &defaults,
                                                DefaultProblem(tiny.manifest), "sm_80");
   REQUIRE(bare.headers.size() == 2);
   bare.headers.clear();

@@ -37,11 +37,11 @@ TEST_CASE("the sdpa_fp16 manifest parses with its knobs, problem and kernels", "
   CHECK(manifest.FindProblemParam("D")->compile_time());
   CHECK(manifest.FindProblemParam("D")->define == "HEAD_DIM");
   CHECK_FALSE(manifest.FindProblemParam("S_q")->compile_time());
-  CHECK(manifest.kernel.entry == "sdpa_fp16_fwd");
+  CHECK(manifest.main_kernel().entry == "sdpa_fp16_fwd");
   CHECK(manifest.reference.entry == "attention_reference_f32");
   CHECK(manifest.reference.source_path == "evo/attention_reference.cu");
-  CHECK(manifest.kernel.source.find("sdpa_fp16_fwd") != std::string::npos);
-  CHECK(manifest.kernel.args.size() == 8);
+  CHECK(manifest.main_kernel().source.find("sdpa_fp16_fwd") != std::string::npos);
+  CHECK(manifest.main_kernel().args.size() == 8);
   CHECK(manifest.correctness.seeds >= 3);
   CHECK(manifest.correctness.problems.size() >= 2);
 }
@@ -96,7 +96,7 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
        },
        "kernel.grid: expected three expressions"},
       {"an unknown argument kind", [](Json& j) { j["kernel"]["args"][0]["kind"] = "inout"; },
-       "kernel.args[0].kind: expected input, output, scalar or tensor_map"},
+       "kernel.args[0].kind: expected input, output, scratch, scalar or tensor_map"},
       {"an upper arch bound below the lower", [](Json& j) { j["max_sm"] = 75; },
        "max_sm: expected at least min_sm"},
       {"arch_specific that is not a boolean", [](Json& j) { j["arch_specific"] = 1; },
@@ -201,12 +201,12 @@ TEST_CASE("an f32 input may be filled uniformly, fp8 inputs are known", "[manife
                                     {"dtype", "fp8e4m3"},
                                     {"shape", {"B", "H", "S_kv", "D"}}});
   const Manifest manifest = Parse(json);
-  REQUIRE(manifest.kernel.args.size() == 10);
-  REQUIRE(manifest.kernel.args[8].uniform);
-  CHECK(manifest.kernel.args[8].uniform->first == 0.25);
-  CHECK(manifest.kernel.args[8].uniform->second == 4.0);
-  CHECK_FALSE(manifest.kernel.args[9].uniform);
-  CHECK(manifest.kernel.args[9].dtype == "fp8e4m3");
+  REQUIRE(manifest.main_kernel().args.size() == 10);
+  REQUIRE(manifest.main_kernel().args[8].uniform);
+  CHECK(manifest.main_kernel().args[8].uniform->first == 0.25);
+  CHECK(manifest.main_kernel().args[8].uniform->second == 4.0);
+  CHECK_FALSE(manifest.main_kernel().args[9].uniform);
+  CHECK(manifest.main_kernel().args[9].dtype == "fp8e4m3");
 }
 
 TEST_CASE("arguments may depend on compile-time problem parameters", "[manifest]") {
@@ -220,7 +220,7 @@ TEST_CASE("arguments may depend on compile-time problem parameters", "[manifest]
   const auto dtype_of_q = [&manifest](int64_t causal) {
     Bindings bindings = {{"CAUSAL", causal}};
     std::vector<std::string> dtypes;
-    for (const KernelArgSpec& arg : manifest.kernel.args) {
+    for (const KernelArgSpec& arg : manifest.main_kernel().args) {
       if (arg.name == "Q" && arg.PresentFor(bindings)) dtypes.push_back(arg.dtype);
     }
     return dtypes;

@@ -46,7 +46,7 @@ TEST_CASE("sdpa_fp8: e4m3 K and V with per-head fp32 scales, Q in fp16 or e4m3, 
                                                  "V8:fp8e4m3", "K_scale:f32", "V_scale:f32"};
   for (int64_t q_fp8 : {0, 1}) {
     const Problem problem = Fp8Problem(manifest, 2, 8, 512, 64, 0, q_fp8);
-    std::vector<std::string> signature = Signature(manifest.kernel, problem);
+    std::vector<std::string> signature = Signature(manifest.main_kernel(), problem);
     REQUIRE(signature.size() == (q_fp8 ? 11u : 10u));
     signature.resize(q_fp8 ? 6 : 5);
     CHECK(signature == (q_fp8 ? inputs_fp8_q : inputs_fp16_q));
@@ -58,7 +58,7 @@ TEST_CASE("sdpa_fp8: e4m3 K and V with per-head fp32 scales, Q in fp16 or e4m3, 
     std::sort(signature.begin(), signature.end());
     CHECK(reference == signature);
   }
-  for (const KernelArgSpec& arg : manifest.kernel.args) {
+  for (const KernelArgSpec& arg : manifest.main_kernel().args) {
     if (arg.name.ends_with("_scale")) {
       REQUIRE(arg.uniform);
       CHECK(arg.uniform->first > 0);

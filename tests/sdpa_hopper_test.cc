@@ -129,7 +129,7 @@ TEST_CASE("sdpa_hopper compiles for sm_90a across its space, or a named constrai
 TEST_CASE("sdpa_hopper's tensor maps follow Q, K, V and O in either dtype", "[manifest]") {
   const TemplateLibrary library = TemplateLibrary::Load({});
   const Manifest& manifest = library.Find("sdpa_hopper").manifest;
-  const KernelSpec& kernel = manifest.kernel;
+  const KernelSpec& kernel = manifest.main_kernel();
   const auto find_map = [&](const std::string& name) -> const KernelArgSpec& {
     for (const KernelArgSpec& arg : kernel.args) {
       if (arg.name == name && arg.map) return arg;

@@ -73,7 +73,7 @@ TEST_CASE("sdpa_fp16_wgmma compiles for sm_90a, and its source refuses plain sm_
   const Problem problem = test::AttentionProblem(wgmma.manifest, 2, 8, 512, 512, 64, 0);
   const Genome defaults = DefaultGenome(wgmma.manifest);
   const CompileResult plain = compiler.Compile(
-      TemplateCompileRequest(wgmma, wgmma.manifest.kernel, &defaults, problem, "sm_90"));
+      TemplateCompileRequest(wgmma, wgmma.manifest.main_kernel(), &defaults, problem, "sm_90"));
   CHECK_FALSE(plain.ok);
   CHECK(plain.log.find("needs sm_90a") != std::string::npos);
 }

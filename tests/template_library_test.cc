@@ -93,7 +93,7 @@ TEST_CASE("instantiation defines the knobs and points messages at the template's
   Genome genome = DefaultGenome(sdpa.manifest);
   Problem problem = DefaultProblem(sdpa.manifest);
   problem["D"] = 128;
-  const std::string source = InstantiateSource(sdpa, sdpa.manifest.kernel, &genome, problem);
+  const std::string source = InstantiateSource(sdpa, sdpa.manifest.main_kernel(), &genome, problem);
   CHECK(source.find("#define BLOCK_M 64\n") != std::string::npos);
   CHECK(source.find("#define HEAD_DIM 128\n") != std::string::npos);
   CHECK(source.find("#define IS_CAUSAL 0\n#line 1 \"sdpa_fp16.cu\"\n") != std::string::npos);

@@ -113,10 +113,10 @@ TEST_CASE("a tensor map's description follows its tensor and box; bad boxes are 
   WriteTmaCopy(dir.path(), "128B");
   const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
   const Manifest& manifest = library.Find("tma_copy").manifest;
-  const KernelArgSpec& map_arg = manifest.kernel.args[1];
+  const KernelArgSpec& map_arg = manifest.main_kernel().args[1];
   REQUIRE(map_arg.map);
   Bindings bindings = {{"R", 200}, {"ROWS", 64}};
-  const TensorMapDescription map = DescribeTensorMap(map_arg, manifest.kernel, bindings);
+  const TensorMapDescription map = DescribeTensorMap(map_arg, manifest.main_kernel(), bindings);
   CHECK(map.tensor == "X");
   CHECK(map.dtype == "f16");
   CHECK(map.dims == std::vector<uint64_t>{64, 200});  // innermost first
@@ -132,7 +132,7 @@ TEST_CASE("a tensor map's description follows its tensor and box; bad boxes are 
   CHECK(json.at("fill") == "zero");
   // A box over 256 rows is refused, and so is a configuration of it at the compile gate.
   bindings["ROWS"] = 512;
-  CHECK_THROWS_WITH(DescribeTensorMap(map_arg, manifest.kernel, bindings),
+  CHECK_THROWS_WITH(DescribeTensorMap(map_arg, manifest.main_kernel(), bindings),
                     Catch::Contains("tensor map X_map: box[1] is 512, outside [1, 256]"));
   NvrtcCompiler compiler;
   Genome genome = DefaultGenome(manifest);
@@ -147,7 +147,7 @@ TEST_CASE("a tensor map's description follows its tensor and box; bad boxes are 
   WriteTmaCopy(narrow.path(), "64B");
   const TemplateLibrary narrow_library = TemplateLibrary::Load({narrow.path()});
   const Manifest& narrow_manifest = narrow_library.Find("tma_copy").manifest;
-  CHECK_THROWS_WITH(DescribeTensorMap(narrow_manifest.kernel.args[1], narrow_manifest.kernel,
+  CHECK_THROWS_WITH(DescribeTensorMap(narrow_manifest.main_kernel().args[1], narrow_manifest.main_kernel(),
                                       {{"R", 200}, {"ROWS", 64}}),
                     Catch::Contains("inner extent is 128 bytes, over the 64B swizzle's span"));
 }
