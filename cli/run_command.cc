@@ -86,7 +86,7 @@ std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
   auto setup = std::make_unique<EvaluatorSetup>();
   if (!options.replay.empty()) {
     setup->evaluator =
-        std::make_unique<ReplayEvaluator>(options.replay, kernel_template.manifest.name, problem,
+        std::make_unique<ReplayEvaluator>(options.replay, kernel_template.manifest, problem,
                                           std::chrono::milliseconds(options.replay_delay_ms));
     setup->arch = ArchByName(setup->evaluator->identity().arch);
     return setup;

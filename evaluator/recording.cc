@@ -172,14 +172,24 @@ void RecordingWriter::Append(const RecordedCandidate& candidate) {
   }
 }
 
-ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path,
-                                 const std::string& template_name, const Problem& problem,
-                                 std::chrono::milliseconds delay)
+ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path, const Manifest& manifest,
+                                 const Problem& problem, std::chrono::milliseconds delay)
     : recording_(ReadRecording(path)), delay_(delay) {
-  const RecordingHeader& header = recording_.header;
-  if (header.template_name != template_name || header.problem != problem) {
+  RecordingHeader& header = recording_.header;
+  if (header.template_name == manifest.name) {
+    header.problem = CompleteProblem(manifest, header.problem);
+    std::map<Genome, RecordedCandidate> completed;
+    for (auto& [genome, candidate] : recording_.candidates) {
+      Genome full = genome;
+      for (const KnobSpec& knob : manifest.knobs) full.try_emplace(knob.name, knob.default_value);
+      candidate.genome = full;
+      completed.emplace(std::move(full), std::move(candidate));
+    }
+    recording_.candidates = std::move(completed);
+  }
+  if (header.template_name != manifest.name || header.problem != problem) {
     throw Error("recording '" + path.string() + "' is of " + header.template_name + " at " +
-                nlohmann::json(header.problem).dump() + ", not of " + template_name + " at " +
+                nlohmann::json(header.problem).dump() + ", not of " + manifest.name + " at " +
                 nlohmann::json(problem).dump());
   }
   identity_ = header.identity;

@@ -63,8 +63,12 @@ class RecordingWriter {
 // tests can give a replayed run a GPU-like pace.
 class ReplayEvaluator final : public CandidateEvaluator {
  public:
-  // Throws evo::Error when the recording is of another template or problem.
-  ReplayEvaluator(const std::filesystem::path& path, const std::string& template_name,
+  // Throws evo::Error when the recording is of another template or problem. A recording made
+  // before the template gained a knob or a problem parameter replays as measured with that knob
+  // (parameter) at its default: its configurations and problem are completed with the
+  // manifest's defaults, which is exact where the new knob's default leaves the kernel as it
+  // was recorded.
+  ReplayEvaluator(const std::filesystem::path& path, const Manifest& manifest,
                   const Problem& problem, std::chrono::milliseconds delay = {});
 
   const EvaluatorIdentity& identity() const override { return identity_; }

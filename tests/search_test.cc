@@ -17,7 +17,7 @@ class ReplayedRun {
       : library_(TemplateLibrary::Load({})),
         kernel_template_(library_.Find("sdpa_fp16")),
         problem_(DefaultProblem(kernel_template_.manifest)),
-        replay_(test::H100Recording(), "sdpa_fp16", problem_),
+        replay_(test::H100Recording(), kernel_template_.manifest, problem_),
         space_(kernel_template_.manifest, problem_, ArchByName(replay_.identity().arch)),
         store_(dir_.path() / "evo.db", PopulationStore::Access::kReadWrite) {
     RunSpec spec;
@@ -191,13 +191,13 @@ TEST_CASE("the replay refuses configurations and tasks it has no measurement of"
   const TemplateLibrary library = TemplateLibrary::Load({});
   const Manifest& manifest = library.Find("sdpa_fp16").manifest;
   Problem problem = DefaultProblem(manifest);
-  ReplayEvaluator replay(test::H100Recording(), "sdpa_fp16", problem);
+  ReplayEvaluator replay(test::H100Recording(), manifest, problem);
   CHECK(replay.size() > 100);
   Genome unknown = DefaultGenome(manifest);
   unknown["BLOCK_M"] = 3;
   CHECK_THROWS_WITH(replay.Evaluate(unknown), Catch::Contains("holds no measurement"));
   problem["S_q"] = 1024;
-  CHECK_THROWS_WITH(ReplayEvaluator(test::H100Recording(), "sdpa_fp16", problem),
+  CHECK_THROWS_WITH(ReplayEvaluator(test::H100Recording(), manifest, problem),
                     Catch::Contains("is of sdpa_fp16"));
 }
 
