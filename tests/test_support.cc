@@ -40,13 +40,9 @@ Genome GenomeFromSettings(const Manifest& manifest, const std::string& settings)
 
 Problem AttentionProblem(const Manifest& manifest, int64_t b, int64_t h, int64_t s_q, int64_t s_kv,
                          int64_t d, int64_t causal) {
-  Problem problem = DefaultProblem(manifest);
-  problem["B"] = b;
-  problem["H"] = h;
-  problem["S_q"] = s_q;
-  problem["S_kv"] = s_kv;
-  problem["D"] = d;
-  problem["CAUSAL"] = causal;
+  // The rest at their defaults, those that follow H (H_kv) following it.
+  const Problem problem = CompleteProblem(
+      manifest, {{"B", b}, {"H", h}, {"S_q", s_q}, {"S_kv", s_kv}, {"D", d}, {"CAUSAL", causal}});
   CheckProblem(manifest, problem);
   return problem;
 }
