@@ -25,13 +25,27 @@
 // one of its threads stores the tile by the tensor memory accelerator (O_map), which clips rows
 // past S_q; the store runs while the warpgroup moves on to its next tile.
 //
+// Grouped-query attention: K and V have H_kv heads, and query head h reads KV head h / G (G = H /
+// H_kv). PACK_GQA puts the G query heads of one KV head into one tile, so that its K and V are
+// loaded once for all of them: the tile's rows are G blocks of BLOCK_M / G query positions, one
+// block per head (the Q map's box spans G heads), and a tile covers BLOCK_M / G positions.
+//
+// Split-KV (SPLITS > 1, for decoding and other short-query work): the KV tiles of a query tile
+// are spread evenly over SPLITS CTAs. Each writes its rows' output normalized by its own
+// denominator, and their log-sum-exp, into the scratch O_partial and LSE_partial (the layout of
+// evo/split_kv.cuh, rows in [B, H, S_q] order); then either the second kernel,
+// sdpa_hopper_combine, combines them into O (one warp per row), or, LAST_CTA_COMBINES, the CTA
+// whose split arrives last at the work item's counter in Arrivals (zeroed once, left zero)
+// combines them itself, with no second launch.
+//
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE,
-// PRODUCER_REGS) and problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are prepended by evo.
+// PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES) and problem defines (HEAD_DIM, IS_CAUSAL,
+// IS_BF16) are prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
-    !defined(IS_BF16)
+    !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -42,12 +56,16 @@
 #include "evo/core.cuh"
 #include "evo/mbarrier.cuh"
 #include "evo/online_softmax.cuh"
+#include "evo/split_kv.cuh"
 #include "evo/tma.cuh"
 #include "evo/warp_specialization.cuh"
 #include "evo/wgmma.cuh"
 #include "evo/wgmma_attention.cuh"
 
-EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16);
+EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16,
+                 PACK_GQA, LAST_CTA_COMBINES);
+static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS must be in [1, 32]");
+static_assert(LAST_CTA_COMBINES == 0 || SPLITS > 1, "LAST_CTA_COMBINES needs SPLITS > 1");
 static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1, 2 or 3");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 256,
               "BLOCK_N must be a multiple of 16 in [64, 256]");
@@ -79,8 +97,35 @@ enum : int {
   kConsumerWarps = NUM_CONSUMERS * 4,
   kTurnThreads = 256,  // a consumer warpgroup waiting for its turn, the previous one signalling
   // Named barriers: 0 is __syncthreads, 1..NUM_CONSUMERS the turns, then one per consumer
-  // warpgroup for its epilogue.
+  // warpgroup for its epilogue, then one for all consumers at a split's arrival.
   kEpilogueBarrier = 1 + NUM_CONSUMERS,
+  kArrivalBarrier = 1 + 2 * NUM_CONSUMERS,
+  kConsumerThreads = NUM_CONSUMERS * 128,
+};
+
+// Where the rows of a tile are: its query positions and heads. Without PACK_GQA a tile is
+// kBlockM positions of one query head; with it, G blocks of kBlockM / G positions, block g of
+// query head kv_head * G + g. The query heads' KV head is head / G either way.
+struct Rows {
+  int group;      // G = H / H_kv
+  int positions;  // query positions per tile
+  __device__ __forceinline__ Rows(int H, int H_kv)
+      : group(H / H_kv), positions(PACK_GQA ? kBlockM / (H / H_kv) : kBlockM) {}
+  // Row r of tile m_tile of head slot `slot` (a query head, or with PACK_GQA a KV head).
+  __device__ __forceinline__ int position(int m_tile, int r) const {
+    return PACK_GQA ? m_tile * positions + r % positions : m_tile * kBlockM + r;
+  }
+  __device__ __forceinline__ int head(int slot, int r) const {
+    return PACK_GQA ? slot * group + r / positions : slot;
+  }
+  __device__ __forceinline__ int kv_head(int slot) const { return PACK_GQA ? slot : slot / group; }
+};
+
+// The parts of the arguments the split-KV epilogue needs.
+struct Partials {
+  float* o;       // [SPLITS][B * H * S_q][HEAD_DIM]
+  float* lse;     // [SPLITS][B * H * S_q], log2 units
+  int* arrivals;  // a counter per work item (LAST_CTA_COMBINES)
 };
 
 // The shared memory of a CTA: the tiles from the (1024-byte aligned) base, then the mbarriers.
@@ -109,80 +154,99 @@ struct Layout {
   __device__ __forceinline__ unsigned v_empty(int s) const { return bar(2 + 3 * STAGES + s); }
 };
 
-// The work of a CTA: query tiles of kBlockM rows of one (batch, head), either the one its grid
-// position names or, when PERSISTENT, every gridDim.x-th of all of them. Causal tiles go
-// heaviest (latest rows) first, so that the last wave is made of light tiles.
+// The work of a CTA: (query tile, split) pairs of one (batch, head slot), either the one its grid
+// position names or, when PERSISTENT, every gridDim.x-th of all of them. Causal tiles go heaviest
+// (latest rows) first, so that the last wave is made of light tiles; the splits of a tile are
+// neighbours.
 struct Scheduler {
   int num_m_tiles;
-  int num_tiles;
-  __device__ __forceinline__ Scheduler(int B, int H, int S_q)
-      : num_m_tiles((S_q + kBlockM - 1) / kBlockM), num_tiles(num_m_tiles * B * H) {}
+  int num_tiles;  // (slot, m_tile, split) triples
+  __device__ __forceinline__ Scheduler(int B, int slots, int S_q, int positions)
+      : num_m_tiles((S_q + positions - 1) / positions),
+        num_tiles(num_m_tiles * B * slots * SPLITS) {}
   __device__ __forceinline__ int first() const {
-    return PERSISTENT ? static_cast<int>(blockIdx.x)
-                      : (static_cast<int>(blockIdx.z) * gridDim.y + blockIdx.y) * num_m_tiles +
-                            static_cast<int>(blockIdx.x);
+    return PERSISTENT
+               ? static_cast<int>(blockIdx.x)
+               : (static_cast<int>(blockIdx.z) * gridDim.y + blockIdx.y) * num_m_tiles * SPLITS +
+                     static_cast<int>(blockIdx.x);
   }
   __device__ __forceinline__ int next(int tile) const {
     return PERSISTENT ? tile + static_cast<int>(gridDim.x) : num_tiles;
   }
-  // Tile `tile` as (batch * H + head, m_tile).
-  __device__ __forceinline__ void decode(int tile, int& bh, int& m_tile) const {
+  // Tile `tile` as (batch * slots + slot, m_tile, split); item is the (slot, m_tile) pair's
+  // index, which its splits share.
+  __device__ __forceinline__ void decode(int tile, int& bh, int& m_tile, int& split,
+                                         int& item) const {
+    split = tile % SPLITS;
+    item = tile / SPLITS;
+    const int items = num_tiles / SPLITS;
     if (IS_CAUSAL) {
-      const int heads = num_tiles / num_m_tiles;
+      const int heads = items / num_m_tiles;
       if (PERSISTENT) {
-        m_tile = num_m_tiles - 1 - tile / heads;
-        bh = tile % heads;
+        m_tile = num_m_tiles - 1 - item / heads;
+        bh = item % heads;
       } else {
-        m_tile = num_m_tiles - 1 - tile % num_m_tiles;
-        bh = tile / num_m_tiles;
+        m_tile = num_m_tiles - 1 - item % num_m_tiles;
+        bh = item / num_m_tiles;
       }
     } else {
-      bh = tile / num_m_tiles;
-      m_tile = tile % num_m_tiles;
+      bh = item / num_m_tiles;
+      m_tile = item % num_m_tiles;
     }
   }
 };
 
-__device__ __forceinline__ int kv_tile_count(int m_tile, int S_q, int S_kv) {
-  return evo::causal_kv_tiles<kBlockM, BLOCK_N, IS_CAUSAL>(m_tile, S_q, S_kv);
+// KV tiles query tile m_tile reads (causal: up to its last position), and split `split`'s share.
+__device__ __forceinline__ evo::SplitRange kv_tiles(const Rows& rows, int m_tile, int split,
+                                                    int S_q, int S_kv) {
+  const int kv_end =
+      IS_CAUSAL ? evo::imin(S_kv, evo::imin((m_tile + 1) * rows.positions, S_q)) : S_kv;
+  const int tiles = (kv_end + BLOCK_N - 1) / BLOCK_N;
+  return SPLITS == 1 ? evo::SplitRange{0, tiles} : evo::split_range(tiles, split, SPLITS);
 }
 
 // The producer: one thread that loads each tile's Q and its K/V tiles into the ring, in the
-// order the consumers use them.
+// order the consumers use them. A split with no KV tile loads nothing, not even Q.
 __device__ __forceinline__ void produce(const Layout& smem, const evo::TensorMap& q_map,
                                         const evo::TensorMap& k_map, const evo::TensorMap& v_map,
-                                        int B, int H, int S_q, int S_kv) {
-  const Scheduler scheduler(B, H, S_q);
+                                        int B, int H, int H_kv, int S_q, int S_kv) {
+  const Rows rows(H, H_kv);
+  const int slots = PACK_GQA ? H_kv : H;
+  const Scheduler scheduler(B, slots, S_q, rows.positions);
   int kv_iter = 0;  // K/V tiles loaded so far, over all of this CTA's query tiles
-  int round = 0;    // query tiles so far
+  int round = 0;    // query tiles loaded so far
   for (int tile = scheduler.first(); tile < scheduler.num_tiles; tile = scheduler.next(tile)) {
-    int bh, m_tile;
-    scheduler.decode(tile, bh, m_tile);
-    const int b = bh / H;
-    const int h = bh % H;
+    int bh, m_tile, split, item;
+    scheduler.decode(tile, bh, m_tile, split, item);
+    const evo::SplitRange kv = kv_tiles(rows, m_tile, split, S_q, S_kv);
+    if (SPLITS > 1 && kv.count == 0) continue;  // one split always has a KV tile (S_kv >= 1)
+    const int b = bh / slots;
+    const int slot = bh % slots;
+    const int kv_head = rows.kv_head(slot);
     evo::mbar_wait_sleep(smem.q_empty(), (round & 1) ^ 1);
     evo::mbar_arrive_expect_tx(smem.q_full(), kQTileBytes);
 #pragma unroll
     for (int cb = 0; cb < kColumnBlocks; ++cb) {
-      evo::tma_load_4d(smem.q() + cb * kBlockM * 128, q_map, cb * 64, m_tile * kBlockM, h, b,
-                       smem.q_full());
+      // With PACK_GQA the map's box spans the G heads of the KV head: G blocks of positions.
+      evo::tma_load_4d(smem.q() + cb * kBlockM * 128, q_map, cb * 64, m_tile * rows.positions,
+                       PACK_GQA ? slot * rows.group : slot, b, smem.q_full());
     }
-    const int num_kv_tiles = kv_tile_count(m_tile, S_q, S_kv);
-    for (int j = 0; j < num_kv_tiles; ++j, ++kv_iter) {
+    for (int j = 0; j < kv.count; ++j, ++kv_iter) {
       const int stage = kv_iter % STAGES;
       const int free_parity = ((kv_iter / STAGES) & 1) ^ 1;
+      const int n_start = (kv.first + j) * BLOCK_N;
       evo::mbar_wait_sleep(smem.k_empty(stage), free_parity);
       evo::mbar_arrive_expect_tx(smem.k_full(stage), kKVTileBytes);
 #pragma unroll
       for (int cb = 0; cb < kColumnBlocks; ++cb) {
-        evo::tma_load_4d(smem.k(stage) + cb * BLOCK_N * 128, k_map, cb * 64, j * BLOCK_N, h, b,
+        evo::tma_load_4d(smem.k(stage) + cb * BLOCK_N * 128, k_map, cb * 64, n_start, kv_head, b,
                          smem.k_full(stage));
       }
       evo::mbar_wait_sleep(smem.v_empty(stage), free_parity);
       evo::mbar_arrive_expect_tx(smem.v_full(stage), kKVTileBytes);
 #pragma unroll
       for (int cb = 0; cb < kColumnBlocks; ++cb) {
-        evo::tma_load_4d(smem.v(stage) + cb * BLOCK_N * 128, v_map, cb * 64, j * BLOCK_N, h, b,
+        evo::tma_load_4d(smem.v(stage) + cb * BLOCK_N * 128, v_map, cb * 64, n_start, kv_head, b,
                          smem.v_full(stage));
       }
     }
@@ -209,10 +273,30 @@ __device__ __forceinline__ void release(unsigned bar, int lane) {
   if (lane == 0) evo::mbar_arrive(bar);
 }
 
+// Combines the rows of work item `item` (bh, m_tile) from every split's partials into O, with
+// all the consumer warps of the CTA, one row per warp at a time.
+__device__ __forceinline__ void combine_item(const Partials& partials,
+                                             unsigned short* __restrict__ O, const Rows& rows,
+                                             int bh, int m_tile, int slots, int B, int H, int S_q,
+                                             int tid) {
+  const int lane = tid % 32;
+  const long long row_count = static_cast<long long>(B) * H * S_q;
+  const int b = bh / slots;
+  const int slot = bh % slots;
+  for (int r = tid / 32; r < kBlockM; r += kConsumerWarps) {
+    const int position = rows.position(m_tile, r);
+    if (position >= S_q) continue;
+    const long long row = (static_cast<long long>(b) * H + rows.head(slot, r)) * S_q + position;
+    evo::combine_row<HEAD_DIM, SPLITS>(partials.o + row * HEAD_DIM, row_count * HEAD_DIM,
+                                       partials.lse + row, row_count, lane,
+                                       evo::StoreRow16<Elem>{O + row * HEAD_DIM});
+  }
+}
+
 // A consumer warpgroup: 64 query rows of every tile of the CTA.
 __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __restrict__ O,
-                                        const evo::TensorMap& o_map, int B, int H, int S_q,
-                                        int S_kv, int consumer) {
+                                        const evo::TensorMap& o_map, const Partials& partials,
+                                        int B, int H, int H_kv, int S_q, int S_kv, int consumer) {
   constexpr float kSoftmaxScale = evo::softmax_scale<HEAD_DIM, FAST_EXP>();
   const int tid = evo::thread_index() - 128;  // within the consumers
   const int warp = (tid / 32) % 4;            // within the warpgroup
@@ -226,15 +310,19 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     evo::named_barrier_arrive<kTurnThreads>(1);
   }
 
-  const Scheduler scheduler(B, H, S_q);
+  const Rows rows(H, H_kv);
+  const int slots = PACK_GQA ? H_kv : H;
+  const Scheduler scheduler(B, slots, S_q, rows.positions);
   int kv_iter = 0;
   int round = 0;
   for (int tile = scheduler.first(); tile < scheduler.num_tiles; tile = scheduler.next(tile)) {
-    int bh, m_tile;
-    scheduler.decode(tile, bh, m_tile);
+    int bh, m_tile, split, item;
+    scheduler.decode(tile, bh, m_tile, split, item);
     const int m_start = m_tile * kBlockM;
-    const int thread_row = m_start + wg_row0 + warp * 16 + group;  // and thread_row + 8
-    const int num_kv_tiles = kv_tile_count(m_tile, S_q, S_kv);
+    const int tile_row = wg_row0 + warp * 16 + group;  // the thread's rows: this and + 8
+    const evo::SplitRange kv = kv_tiles(rows, m_tile, split, S_q, S_kv);
+    const int num_kv_tiles = kv.count;
+    const int first_position = m_tile * rows.positions;
 
     float acc[HEAD_DIM / 2];
 #pragma unroll
@@ -257,10 +345,25 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     // Masks tile j's scores where it passes S_kv or, causal, the warpgroup's first row, and runs
     // the online softmax on them.
     const auto softmax = [&](int j, float(&alpha)[2]) {
-      const int n_start = j * BLOCK_N;
-      if (n_start + BLOCK_N > S_kv || (IS_CAUSAL && n_start + BLOCK_N - 1 > m_start + wg_row0)) {
+      const int n_start = (kv.first + j) * BLOCK_N;
+      if (PACK_GQA) {
+        // A packed tile's rows are not consecutive positions: each of the thread's two rows has
+        // its own diagonal.
+        if (n_start + BLOCK_N > S_kv || (IS_CAUSAL && n_start + BLOCK_N - 1 > first_position)) {
+          const int cols_left = S_kv - n_start - quad * 2;
+          const int ahead[2] = {rows.position(m_tile, tile_row) - n_start - quad * 2,
+                                rows.position(m_tile, tile_row + 8) - n_start - quad * 2};
+          evo::mask_scores<BLOCK_N / 8>([&](int nf, int e) -> float& { return s[4 * nf + e]; },
+                                        [&](int nf, int e) {
+                                          const int col = nf * 8 + (e & 1);
+                                          return col >= cols_left ||
+                                                 (IS_CAUSAL && col > ahead[e >> 1]);
+                                        });
+        }
+      } else if (n_start + BLOCK_N > S_kv ||
+                 (IS_CAUSAL && n_start + BLOCK_N - 1 > m_start + wg_row0)) {
         evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(s, S_kv - n_start - quad * 2,
-                                                      thread_row - n_start - quad * 2);
+                                                      m_start + tile_row - n_start - quad * 2);
       }
       evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);
     };
@@ -277,77 +380,119 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       evo::mbar_wait_sleep(smem.v_full(stage_of(j)), full_parity(j));
     };
 
-    evo::mbar_wait_sleep(smem.q_full(), round & 1);
-    float alpha[2];
-    if (INTRA_OVERLAP) {
-      // Tile 0 alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1} together,
-      // wait for the scores only, run the softmax while P V runs, then wait for P V.
-      wait_keys(0);
-      turns.wait();
-      issue_scores(stage_of(0));
-      turns.pass();
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(s);
-      release(smem.k_empty(stage_of(0)), lane);
-      if (num_kv_tiles == 1) release(smem.q_empty(), lane);
-      softmax(0, alpha);
-      pack_probabilities();
-      for (int j = 1; j < num_kv_tiles; ++j) {
-        wait_keys(j);
-        wait_values(j - 1);
+    // A split with no KV tile (more splits than the tile has KV tiles) loads nothing: it only
+    // leaves an empty partial (LSE -inf) below.
+    if (SPLITS == 1 || num_kv_tiles > 0) {
+      evo::mbar_wait_sleep(smem.q_full(), round & 1);
+      float alpha[2];
+      if (INTRA_OVERLAP) {
+        // Tile 0 alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1} together,
+        // wait for the scores only, run the softmax while P V runs, then wait for P V.
+        wait_keys(0);
         turns.wait();
-        issue_scores(stage_of(j));
-        issue_values(stage_of(j - 1));
-        turns.pass();
-        evo::wgmma_wait<1>();
-        evo::wgmma_fence_registers(s);
-        release(smem.k_empty(stage_of(j)), lane);
-        if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
-        softmax(j, alpha);
-        evo::wgmma_wait<0>();
-        evo::wgmma_fence_registers(acc);
-        evo::wgmma_fence_registers(p);
-        release(smem.v_empty(stage_of(j - 1)), lane);
-        rescale(alpha);
-        pack_probabilities();
-      }
-      const int last = num_kv_tiles - 1;
-      wait_values(last);
-      turns.wait();
-      issue_values(stage_of(last));
-      turns.pass();
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(acc);
-      release(smem.v_empty(stage_of(last)), lane);
-    } else {
-      for (int j = 0; j < num_kv_tiles; ++j) {
-        wait_keys(j);
-        turns.wait();
-        issue_scores(stage_of(j));
+        issue_scores(stage_of(0));
         turns.pass();
         evo::wgmma_wait<0>();
         evo::wgmma_fence_registers(s);
-        release(smem.k_empty(stage_of(j)), lane);
-        if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
-        softmax(j, alpha);
-        rescale(alpha);
+        release(smem.k_empty(stage_of(0)), lane);
+        if (num_kv_tiles == 1) release(smem.q_empty(), lane);
+        softmax(0, alpha);
         pack_probabilities();
-        wait_values(j);
+        for (int j = 1; j < num_kv_tiles; ++j) {
+          wait_keys(j);
+          wait_values(j - 1);
+          turns.wait();
+          issue_scores(stage_of(j));
+          issue_values(stage_of(j - 1));
+          turns.pass();
+          evo::wgmma_wait<1>();
+          evo::wgmma_fence_registers(s);
+          release(smem.k_empty(stage_of(j)), lane);
+          if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
+          softmax(j, alpha);
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          evo::wgmma_fence_registers(p);
+          release(smem.v_empty(stage_of(j - 1)), lane);
+          rescale(alpha);
+          pack_probabilities();
+        }
+        const int last = num_kv_tiles - 1;
+        wait_values(last);
         turns.wait();
-        issue_values(stage_of(j));
+        issue_values(stage_of(last));
         turns.pass();
         evo::wgmma_wait<0>();
         evo::wgmma_fence_registers(acc);
-        release(smem.v_empty(stage_of(j)), lane);
+        release(smem.v_empty(stage_of(last)), lane);
+      } else {
+        for (int j = 0; j < num_kv_tiles; ++j) {
+          wait_keys(j);
+          turns.wait();
+          issue_scores(stage_of(j));
+          turns.pass();
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(s);
+          release(smem.k_empty(stage_of(j)), lane);
+          if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
+          softmax(j, alpha);
+          rescale(alpha);
+          pack_probabilities();
+          wait_values(j);
+          turns.wait();
+          issue_values(stage_of(j));
+          turns.pass();
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          release(smem.v_empty(stage_of(j)), lane);
+        }
       }
+      kv_iter += num_kv_tiles;
+      ++round;
     }
-    kv_iter += num_kv_tiles;
-    ++round;
+
+    const int b = bh / slots;
+    const int slot = bh % slots;
+    if (SPLITS > 1) {
+      // This split's partial rows: its output normalized by its own denominator, and the LSE.
+      constexpr float kScale2 = evo::softmax_scale<HEAD_DIM, true>();
+      const long long row_count = static_cast<long long>(B) * H * S_q;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = tile_row + 8 * h;
+        const int position = rows.position(m_tile, r);
+        const float l = evo::quad_sum(row_sum[h]);
+        if (position < S_q) {
+          const long long row = split * row_count +
+                                (static_cast<long long>(b) * H + rows.head(slot, r)) * S_q +
+                                position;
+          const float inv = l > 0.f ? 1.f / l : 0.f;
+          float* o_row = partials.o + row * HEAD_DIM + 2 * quad;
+#pragma unroll
+          for (int df = 0; df < HEAD_DIM / 8; ++df) {
+            evo::st_global_v2_f32(o_row + 8 * df, acc[4 * df + 2 * h] * inv,
+                                  acc[4 * df + 2 * h + 1] * inv);
+          }
+          if (quad == 0) partials.lse[row] = evo::split_lse(row_max[h], l, kScale2);
+        }
+      }
+      if (LAST_CTA_COMBINES) {
+        if (evo::last_split_arrives<kConsumerThreads, SPLITS>(partials.arrivals + item, tid,
+                                                              kArrivalBarrier)) {
+          combine_item(partials, O, rows, bh, m_tile, slots, B, H, S_q, tid);
+        }
+      }
+      continue;
+    }
 
     // Epilogue: normalize each thread's pairs and store them.
     const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),
                           evo::wgmma_attention_normalizer(row_sum[1])};
-    if (TMA_STORE) {
+    // With PACK_GQA a warpgroup's 64 rows are one box of the O map only where a head's block of
+    // positions is a multiple or a divisor of 64 (GROUP a power of two does that for one or two
+    // consumers); otherwise the rows are stored from registers.
+    const bool box_store = !PACK_GQA || rows.positions % 64 == 0 || 64 % rows.positions == 0;
+    if (TMA_STORE && box_store) {
       // The tile's previous store must have read it before it is overwritten.
       const unsigned o_tile = smem.o(consumer);
       if (tid % 128 == 0) evo::bulk_wait_group_read<0>();
@@ -365,18 +510,32 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       evo::fence_proxy_async_shared();
       evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);
       if (tid % 128 == 0) {
+        // The warpgroup's 64 rows as the O map's box: 64 positions of one head, or (PACK_GQA)
+        // whole blocks of positions of 64 / positions heads.
 #pragma unroll
         for (int cb = 0; cb < kColumnBlocks; ++cb) {
-          evo::tma_store_4d(o_map, o_tile + cb * 64 * 128, cb * 64, m_start + wg_row0, bh % H,
-                            bh / H);
+          evo::tma_store_4d(o_map, o_tile + cb * 64 * 128, cb * 64, rows.position(m_tile, wg_row0),
+                            rows.head(slot, wg_row0), b);
         }
         evo::bulk_commit_group();
+      }
+    } else if (PACK_GQA) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = tile_row + 8 * h;
+        const int position = rows.position(m_tile, r);
+        if (position < S_q) {
+          unsigned short* o_row =
+              O +
+              ((static_cast<long long>(b) * H + rows.head(slot, r)) * S_q + position) * HEAD_DIM;
+          evo::wgmma_attention_store_row<Elem, HEAD_DIM>(o_row, acc, inv[h], h, 0, quad);
+        }
       }
     } else {
       unsigned short* o_head = O + static_cast<long long>(bh) * S_q * HEAD_DIM;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = thread_row + 8 * h;
+        const int row = m_start + tile_row + 8 * h;
         if (row < S_q)
           evo::wgmma_attention_store_row<Elem, HEAD_DIM>(o_head, acc, inv[h], h, row, quad);
       }
@@ -391,14 +550,13 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
 
 }  // namespace hopper
 
-extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1)
-    sdpa_hopper_fwd(const unsigned short* __restrict__ /*Q*/,
-                    const unsigned short* __restrict__ /*K*/,
-                    const unsigned short* __restrict__ /*V*/,
-                    const __grid_constant__ evo::TensorMap Q_map,
-                    const __grid_constant__ evo::TensorMap K_map,
-                    const __grid_constant__ evo::TensorMap V_map, unsigned short* __restrict__ O,
-                    const __grid_constant__ evo::TensorMap O_map, int B, int H, int S_q, int S_kv) {
+extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fwd(
+    const unsigned short* __restrict__ /*Q*/, const unsigned short* __restrict__ /*K*/,
+    const unsigned short* __restrict__ /*V*/, const __grid_constant__ evo::TensorMap Q_map,
+    const __grid_constant__ evo::TensorMap K_map, const __grid_constant__ evo::TensorMap V_map,
+    unsigned short* __restrict__ O, const __grid_constant__ evo::TensorMap O_map,
+    float* __restrict__ O_partial, float* __restrict__ LSE_partial, int* __restrict__ Arrivals,
+    int B, int H, int H_kv, int S_q, int S_kv) {
   extern __shared__ __align__(1024) unsigned char smem_bytes[];
   const hopper::Layout smem{evo::smem_u32(smem_bytes)};
   const int tid = evo::thread_index();
@@ -421,9 +579,23 @@ extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1)
   const int warpgroup = tid / 128;
   if (warpgroup == 0) {
     if constexpr (NUM_CONSUMERS >= 2) evo::registers_decrease<PRODUCER_REGS>();
-    if (tid == 0) hopper::produce(smem, Q_map, K_map, V_map, B, H, S_q, S_kv);
+    if (tid == 0) hopper::produce(smem, Q_map, K_map, V_map, B, H, H_kv, S_q, S_kv);
   } else {
     if constexpr (NUM_CONSUMERS >= 2) evo::registers_increase<hopper::kConsumerRegs>();
-    hopper::consume(smem, O, O_map, B, H, S_q, S_kv, warpgroup - 1);
+    hopper::consume(smem, O, O_map, hopper::Partials{O_partial, LSE_partial, Arrivals}, B, H, H_kv,
+                    S_q, S_kv, warpgroup - 1);
   }
+}
+
+// The split-KV combine as a second kernel (SPLITS > 1 without LAST_CTA_COMBINES): one warp per
+// row of O, rows in [B, H, S_q] order as the partials are.
+extern "C" __global__ void __launch_bounds__(128)
+    sdpa_hopper_combine(const float* __restrict__ O_partial, const float* __restrict__ LSE_partial,
+                        unsigned short* __restrict__ O, int B, int H, int S_q) {
+  const long long row_count = static_cast<long long>(B) * H * S_q;
+  const long long row = static_cast<long long>(blockIdx.x) * 4 + threadIdx.x / 32;
+  if (row >= row_count) return;
+  evo::combine_row<HEAD_DIM, SPLITS>(O_partial + row * HEAD_DIM, row_count * HEAD_DIM,
+                                     LSE_partial + row, row_count, threadIdx.x % 32,
+                                     evo::StoreRow16<hopper::Elem>{O + row * HEAD_DIM});
 }
