@@ -45,6 +45,11 @@ Json TemplateToJson(const KernelTemplate& kernel_template) {
       entry["values"] = param.values;
     }
     if (param.compile_time()) entry["define"] = param.define;
+    if (param.default_expr) entry["default_expr"] = param.default_expr->text();
+    if (param.check) {
+      entry["check"] = param.check->text();
+      entry["check_doc"] = param.check_doc;
+    }
     problem.push_back(entry);
   }
   Json constraints = Json::array();
@@ -52,6 +57,8 @@ Json TemplateToJson(const KernelTemplate& kernel_template) {
     constraints.push_back(
         {{"name", constraint.name}, {"expr", constraint.expr.text()}, {"doc", constraint.doc}});
   }
+  Json entries = Json::array();
+  for (const KernelSpec& kernel : manifest.kernels) entries.push_back(kernel.entry);
   return {{"name", manifest.name},
           {"version", manifest.version},
           {"description", manifest.description},
@@ -64,6 +71,7 @@ Json TemplateToJson(const KernelTemplate& kernel_template) {
           {"problem", problem},
           {"constraints", constraints},
           {"entry", manifest.main_kernel().entry},
+          {"entries", entries},
           {"reference_entry", manifest.reference.entry}};
 }
 
@@ -88,11 +96,14 @@ std::string TemplateToText(const KernelTemplate& kernel_template) {
   text += "  problem (--shape B,H,S,D, --causal, --problem NAME=VALUE):\n";
   for (const ProblemParamSpec& param : manifest.problem) {
     const std::string domain =
-        param.values.empty() ? fmt::format(">= {} (default {})", param.min, param.default_value)
-                             : Values(param.values, param.default_value);
+        param.default_expr
+            ? fmt::format(">= {} (default {})", param.min, param.default_expr->text())
+        : param.values.empty() ? fmt::format(">= {} (default {})", param.min, param.default_value)
+                               : Values(param.values, param.default_value);
     const std::string kind =
         param.compile_time() ? "compile-time, #define " + param.define : "run-time";
-    text += fmt::format("    {:<18} {:<22} {}; {}\n", param.name, domain, param.doc, kind);
+    const std::string check = param.check ? "; must hold: " + param.check->text() : "";
+    text += fmt::format("    {:<18} {:<22} {}; {}{}\n", param.name, domain, param.doc, kind, check);
   }
   text += "  constraints:\n";
   for (const ConstraintSpec& constraint : manifest.constraints) {

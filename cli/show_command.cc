@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -66,9 +67,100 @@ const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpe
   return kernel_template;
 }
 
+const char* ArgKindName(KernelArgSpec::Kind kind) {
+  switch (kind) {
+    case KernelArgSpec::Kind::kInput:
+      return "input";
+    case KernelArgSpec::Kind::kOutput:
+      return "output";
+    case KernelArgSpec::Kind::kScratch:
+      return "scratch";
+    case KernelArgSpec::Kind::kScalar:
+      return "scalar";
+    case KernelArgSpec::Kind::kTensorMap:
+      return "tensor_map";
+  }
+  return "argument";
+}
+
+const char* ScratchZeroName(ScratchZero zero) {
+  switch (zero) {
+    case ScratchZero::kNever:
+      return "never";
+    case ScratchZero::kOnce:
+      return "once";
+    case ScratchZero::kEachCall:
+      return "each_call";
+  }
+  return "never";
+}
+
 void AddDbOption(CLI::App& app, ShowOptions& options) {
   app.add_option("--db", options.db, "the population database")->capture_default_str();
   app.add_flag("--json", options.json, "print JSON");
+}
+
+// How to launch one kernel of a call for these bindings: its entry, arguments (tensors with
+// their shapes and bytes, scalars with their values, tensor maps described completely), grid,
+// block, shared memory and ptxas figures.
+Json LaunchToJson(const KernelSpec& kernel, const Bindings& bindings,
+                  const CompileResult& compiled) {
+  Json params = Json::array();
+  for (const KernelArgSpec& arg : kernel.args) {
+    if (!arg.PresentFor(bindings)) continue;
+    if (arg.map) {
+      params.push_back(TensorMapToJson(DescribeTensorMap(arg, kernel, bindings)));
+      continue;
+    }
+    Json param = {{"name", arg.name}, {"dtype", arg.dtype}};
+    if (arg.kind == KernelArgSpec::Kind::kScalar) {
+      param["kind"] = "scalar";
+      param["value"] = arg.value->Evaluate(bindings);
+    } else {
+      param["kind"] = ArgKindName(arg.kind);
+      param["shape"] = Json::array();
+      int64_t elements = 1;
+      for (const Expression& dim : arg.shape) {
+        const int64_t extent = dim.Evaluate(bindings);
+        param["shape"].push_back(extent);
+        elements *= extent;
+      }
+      param["bytes"] = elements * DtypeBytes(arg.dtype);
+      if (arg.kind == KernelArgSpec::Kind::kScratch) param["zero"] = ScratchZeroName(arg.zero);
+    }
+    params.push_back(param);
+  }
+  Json grid = Json::array();
+  bool grid_needs_device = false;
+  for (const Expression& dim : kernel.grid) {
+    try {
+      grid.push_back(dim.Evaluate(bindings));
+    } catch (const Error&) {
+      grid.push_back(dim.Fold(bindings));  // still needs the device's NUM_SMS / CTAS_PER_SM
+      grid_needs_device = true;
+    }
+  }
+  Json block = Json::array();
+  for (const Expression& dim : kernel.block) block.push_back(dim.Evaluate(bindings));
+  const int64_t dynamic_smem = kernel.dynamic_smem.Evaluate(bindings);
+  const KernelResources* resources = FindKernel(compiled.kernels, kernel.entry);
+  Json launch = {{"entry", kernel.entry},
+                 {"params", params},
+                 {"grid", grid},
+                 {"block", block},
+                 {"dynamic_smem_bytes", dynamic_smem},
+                 // Static plus dynamic over 48 KiB: cuFuncSetAttribute(
+                 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem_bytes) first.
+                 {"needs_dynamic_smem_opt_in",
+                  dynamic_smem + (resources != nullptr ? resources->smem_static : 0) > 48 * 1024},
+                 {"resources", resources != nullptr ? KernelResourcesToJson(*resources) : Json()}};
+  if (grid_needs_device) {
+    launch["grid_bindings"] = {{"NUM_SMS", "the device's multiprocessor count"},
+                               {"CTAS_PER_SM",
+                                "cuOccupancyMaxActiveBlocksPerMultiprocessor of the entry with "
+                                "block and dynamic_smem_bytes"}};
+  }
+  return launch;
 }
 
 }  // namespace
@@ -180,77 +272,56 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
     }
 
     const Bindings bindings = CompileBindings(manifest, c.proposal.genome, run.spec.problem, arch);
-    const auto evaluate = [&](const Expression& expr) -> Json {
-      try {
-        return expr.Evaluate(bindings);
-      } catch (const Error&) {
-        return expr.Fold(bindings);  // still needs the device's NUM_SMS / CTAS_PER_SM
-      }
-    };
-    Json params = Json::array();
-    for (const KernelArgSpec& arg : manifest.main_kernel().args) {
-      if (!arg.PresentFor(bindings)) continue;
-      if (arg.map) {
-        params.push_back(TensorMapToJson(DescribeTensorMap(arg, manifest.main_kernel(), bindings)));
-        continue;
-      }
-      Json param = {{"name", arg.name}, {"dtype", arg.dtype}};
-      if (arg.kind == KernelArgSpec::Kind::kScalar) {
-        param["kind"] = "scalar";
-        param["value"] = arg.value->Evaluate(bindings);
-      } else {
-        param["kind"] = arg.kind == KernelArgSpec::Kind::kInput ? "input" : "output";
-        param["shape"] = Json::array();
-        int64_t elements = 1;
-        for (const Expression& dim : arg.shape) {
-          const int64_t extent = dim.Evaluate(bindings);
-          param["shape"].push_back(extent);
-          elements *= extent;
-        }
-        param["bytes"] = elements * DtypeBytes(arg.dtype);
-      }
-      params.push_back(param);
+    const std::vector<const KernelSpec*> launched = LaunchedKernels(manifest, bindings);
+    Json kernels = Json::array();
+    for (const KernelSpec* kernel : launched) {
+      kernels.push_back(LaunchToJson(*kernel, bindings, compiled.compiled));
     }
-    Json grid = Json::array();
-    bool grid_needs_device = false;
-    for (const Expression& dim : manifest.main_kernel().grid) {
-      grid.push_back(evaluate(dim));
-      grid_needs_device = grid_needs_device || grid.back().is_string();
+    // Scratch of the call, each once (kernels of one call share it by name), and the steps of
+    // one call: the memsets that zero scratch every call, then the kernels.
+    Json scratch = Json::array();
+    Json call = Json::array();
+    for (const Json& kernel : kernels) {
+      for (const Json& param : kernel["params"]) {
+        if (param["kind"] != "scratch") continue;
+        const bool seen = std::any_of(scratch.begin(), scratch.end(), [&](const Json& known) {
+          return known["name"] == param["name"];
+        });
+        if (seen) continue;
+        scratch.push_back({{"name", param["name"]},
+                           {"dtype", param["dtype"]},
+                           {"shape", param["shape"]},
+                           {"bytes", param["bytes"]},
+                           {"zero", param["zero"]}});
+        if (param["zero"] == "each_call") call.push_back({{"memset", param["name"]}});
+      }
     }
-    Json block = Json::array();
-    for (const Expression& dim : manifest.main_kernel().block)
-      block.push_back(dim.Evaluate(bindings));
-    const int64_t dynamic_smem = manifest.main_kernel().dynamic_smem.Evaluate(bindings);
-    Json launch = {
-        {"template", manifest.name},
-        {"template_hash", run.spec.template_hash},
-        {"run", run.id},
-        {"candidate", c.id},
-        {"config_id", c.config_id},
-        {"arch", run.spec.arch},
-        {"cubin", stem + ".cubin"},
-        {"source", stem + ".cu"},
-        {"headers", headers},
-        {"entry", manifest.main_kernel().entry},
-        {"genome", c.proposal.genome},
-        {"problem", run.spec.problem},
-        {"params", params},
-        {"grid", grid},
-        {"block", block},
-        {"dynamic_smem_bytes", dynamic_smem},
-        // Static plus dynamic over 48 KiB: cuFuncSetAttribute(
-        // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem_bytes) first.
-        {"needs_dynamic_smem_opt_in",
-         dynamic_smem + (compiled.resources ? compiled.resources->smem_static : 0) > 48 * 1024},
-        {"resources", compiled.resources ? KernelResourcesToJson(*compiled.resources) : Json()},
-        {"status", ToString(c.outcome.status)}};
-    if (grid_needs_device) {
-      launch["grid_bindings"] = {
-          {"NUM_SMS", "the device's multiprocessor count"},
-          {"CTAS_PER_SM",
-           "cuOccupancyMaxActiveBlocksPerMultiprocessor of the entry with block "
-           "and dynamic_smem_bytes"}};
-    }
+    for (const KernelSpec* kernel : launched) call.push_back({{"launch", kernel->entry}});
+    // The first kernel's launch is also given at the top level, as exports of one kernel were.
+    const Json& main = kernels.front();
+    Json launch = {{"template", manifest.name},
+                   {"template_hash", run.spec.template_hash},
+                   {"run", run.id},
+                   {"candidate", c.id},
+                   {"config_id", c.config_id},
+                   {"arch", run.spec.arch},
+                   {"cubin", stem + ".cubin"},
+                   {"source", stem + ".cu"},
+                   {"headers", headers},
+                   {"entry", main["entry"]},
+                   {"genome", c.proposal.genome},
+                   {"problem", run.spec.problem},
+                   {"params", main["params"]},
+                   {"grid", main["grid"]},
+                   {"block", main["block"]},
+                   {"dynamic_smem_bytes", main["dynamic_smem_bytes"]},
+                   {"needs_dynamic_smem_opt_in", main["needs_dynamic_smem_opt_in"]},
+                   {"resources", main["resources"]},
+                   {"kernels", kernels},
+                   {"scratch", scratch},
+                   {"call", call},
+                   {"status", ToString(c.outcome.status)}};
+    if (main.contains("grid_bindings")) launch["grid_bindings"] = main["grid_bindings"];
     if (c.confirmation) launch["confirmed_median_us"] = c.confirmation->median_us;
     WriteFileAtomically(folder / "launch.json", launch.dump(2) + "\n");
     std::cout << "exported candidate " << c.id << " of run " << run.id << " to " << folder.string()

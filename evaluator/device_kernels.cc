@@ -126,6 +126,19 @@ extern "C" __global__ void evo_checksum(const unsigned char* data, unsigned long
   evo_add_warp(total, sum);
 }
 
+// Elements of 2 or 4 bytes whose bits are not all zero: scratch that every call must leave
+// zeroed (self-resetting counters), where any non-zero bit pattern is left over.
+extern "C" __global__ void evo_count_nonzero(const unsigned char* data, unsigned long long n,
+                                             unsigned element_bytes, unsigned long long* count) {
+  unsigned long long found = 0;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+       i += (unsigned long long)gridDim.x * blockDim.x) {
+    found += element_bytes == 4 ? ((const unsigned*)data)[i] != 0u
+                                : ((const unsigned short*)data)[i] != 0u;
+  }
+  evo_add_warp(found, count);
+}
+
 // The SM clock in kHz over about `spin_ns`: SM cycles against the global timer (ns). Launched
 // right after timed launches, it reads the clock the GPU ran them at.
 extern "C" __global__ void evo_clock_probe(unsigned long long spin_ns, double* khz) {
@@ -274,6 +287,7 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
   fill_guard_ = module_->Function("evo_fill_guard");
   check_guard_ = module_->Function("evo_check_guard");
   checksum_ = module_->Function("evo_checksum");
+  count_nonzero_ = module_->Function("evo_count_nonzero");
   clock_probe_ = module_->Function("evo_clock_probe");
 }
 
@@ -444,6 +458,28 @@ std::vector<uint64_t> DeviceKernels::Checksums(const std::vector<DeviceTensor*>&
     LaunchOverBytes(checksum_, tensors[t]->data(), {&sum}, stream);
   }
   return sums.Read(stream);
+}
+
+std::vector<uint64_t> DeviceKernels::NonZeroElements(const std::vector<DeviceTensor*>& tensors,
+                                                     const Stream& stream) const {
+  const DeviceCounters counts(tensors.size(), stream);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const DeviceTensor& tensor = *tensors[t];
+    auto element_bytes = static_cast<unsigned>(DtypeBytes(tensor.dtype));
+    if (element_bytes != 2 && element_bytes != 4) {
+      throw Error("the gates cannot yet count the non-zero elements of " + tensor.name +
+                  " (dtype " + tensor.dtype + ")");
+    }
+    CUdeviceptr pointer = tensor.data().pointer;
+    auto elements = static_cast<unsigned long long>(tensor.elements);
+    CUdeviceptr count = counts.at(t);
+    std::vector<void*> args = {&pointer, &elements, &element_bytes, &count};
+    LaunchShape shape;
+    shape.grid[0] = GridFor(tensor.elements);
+    shape.block[0] = kThreads;
+    Launch(count_nonzero_, shape, stream, args);
+  }
+  return counts.Read(stream);
 }
 
 void DeviceKernels::EnqueueClockProbe(const DeviceBuffer& result, double spin_us,

@@ -54,6 +54,9 @@ class DeviceKernels {
   // A checksum of each tensor's bytes (equal checksums: unchanged, but for a 2^-64 chance).
   std::vector<uint64_t> Checksums(const std::vector<DeviceTensor*>& tensors,
                                   const Stream& stream) const;
+  // For each tensor (of a 2- or 4-byte dtype), its elements whose bits are not all zero.
+  std::vector<uint64_t> NonZeroElements(const std::vector<DeviceTensor*>& tensors,
+                                        const Stream& stream) const;
 
   // Enqueues a kernel that measures the SM clock for about `spin_us` into `result` (8 bytes);
   // ReadClockMhz reads it once the stream has passed it.
@@ -73,6 +76,7 @@ class DeviceKernels {
   CUfunction fill_guard_ = nullptr;
   CUfunction check_guard_ = nullptr;
   CUfunction checksum_ = nullptr;
+  CUfunction count_nonzero_ = nullptr;
   CUfunction clock_probe_ = nullptr;
 };
 

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "evaluator/compile_gate.h"
+#include "evaluator/cuda_driver.h"
 #include "evaluator/cuda_errors.h"
 #include "evaluator/cuda_objects.h"
 #include "evaluator/kernel_arguments.h"
@@ -46,21 +47,51 @@ void Merge(ComparisonStats& worst, const ComparisonStats& stats) {
   worst.max_abs_reference = std::max(worst.max_abs_reference, stats.max_abs_reference);
 }
 
-// The check problems: each manifest override applied to the task's problem, then the task's
-// problem itself last, so its buffers are the ones timed.
-std::vector<Problem> CheckProblems(const Manifest& manifest, const Problem& task) {
-  std::vector<Problem> problems;
-  for (const auto& overrides : manifest.correctness.problems) {
-    Problem problem = task;
-    for (const auto& [name, expr] : overrides) {
-      SetProblemParam(manifest, name, expr.Evaluate(task), problem);
-    }
-    if (std::find(problems.begin(), problems.end(), problem) == problems.end() && problem != task) {
-      problems.push_back(problem);
+// Where an input's bytes come from: its name's place among the inputs of every kernel of the
+// template (launched or not), so that a configuration launching fewer kernels reads the same
+// inputs and the reference cache serves it.
+uint64_t InputIndex(const Manifest& manifest, const Bindings& bindings, const std::string& name) {
+  std::vector<std::string> names;
+  for (const KernelSpec& kernel : manifest.kernels) {
+    for (const KernelArgSpec& arg : kernel.args) {
+      if (arg.kind != KernelArgSpec::Kind::kInput || !arg.PresentFor(bindings)) continue;
+      if (arg.name == name) return names.size();
+      if (std::find(names.begin(), names.end(), arg.name) == names.end()) {
+        names.push_back(arg.name);
+      }
     }
   }
-  problems.push_back(task);
-  return problems;
+  throw Error("template " + manifest.name + " has no input " + name);
+}
+
+void FillInputs(const DeviceKernels& kernels, const Manifest& manifest, const Bindings& bindings,
+                const KernelArguments& args, size_t problem_index, int seed, const Stream& stream) {
+  for (DeviceTensor* input : args.Inputs()) {
+    kernels.FillInput(*input,
+                      InputSeed(problem_index, seed, InputIndex(manifest, bindings, input->name)),
+                      stream);
+  }
+}
+
+// Scratch before a call whose contents nobody may rely on: NaN (all ones for integers), so that
+// a kernel reading scratch no kernel of the call wrote fails the gate.
+void PoisonScratch(const DeviceKernels& kernels, const KernelArguments& args,
+                   const Stream& stream) {
+  for (const DeviceTensor* scratch : args.Scratch()) {
+    if (scratch->zero != ScratchZero::kNever) continue;
+    if (scratch->dtype == "i32") {
+      CheckCuda(Driver().MemsetD32Async(scratch->data().pointer, 0xffffffffu,
+                                        static_cast<size_t>(scratch->elements), stream.get()),
+                "cuMemsetD32Async");
+    } else {
+      kernels.PoisonWithNaN(scratch->data(), scratch->dtype, scratch->elements, stream);
+    }
+  }
+}
+
+void ZeroScratch(const DeviceTensor& scratch, const Stream& stream) {
+  CheckCuda(Driver().MemsetD8Async(scratch.data().pointer, 0, scratch.bytes(), stream.get()),
+            "cuMemsetD8Async");
 }
 
 // The reference outputs of one check problem and seed, kept on the GPU between candidates.
@@ -93,6 +124,40 @@ std::string GuardReport(const std::vector<DeviceTensor*>& tensors,
 
 }  // namespace
 
+std::vector<Problem> CheckProblems(const Manifest& manifest, const Problem& task) {
+  Problem given;
+  for (const ProblemParamSpec& param : manifest.problem) {
+    const auto it = task.find(param.name);
+    if (!param.default_expr && it != task.end()) given[param.name] = it->second;
+  }
+  std::vector<Problem> problems;
+  for (size_t i = 0; i < manifest.correctness.problems.size(); ++i) {
+    const auto& overrides = manifest.correctness.problems[i];
+    Problem problem;
+    try {
+      problem = given;
+      for (const auto& [name, expr] : overrides) {
+        SetProblemParam(manifest, name, expr.Evaluate(task), problem);
+      }
+      problem = CompleteProblem(manifest, problem);
+      CheckProblem(manifest, problem);
+    } catch (const Error& error) {
+      std::string settings;
+      for (const auto& [name, expr] : overrides) {
+        settings += (settings.empty() ? "" : ", ") + name + " = " + expr.text();
+      }
+      throw Error("check problem correctness.problems[" + std::to_string(i) + "] (" + settings +
+                  ") of template " + manifest.name + " is invalid for the task " +
+                  FormatProblem(manifest, task) + ": " + error.what());
+    }
+    if (std::find(problems.begin(), problems.end(), problem) == problems.end() && problem != task) {
+      problems.push_back(problem);
+    }
+  }
+  problems.push_back(task);
+  return problems;
+}
+
 struct GpuGates::State {
   State(int ordinal, Compiler& compiler, const std::string& arch, size_t reference_budget)
       : context(ordinal), kernels(compiler, arch), references(reference_budget) {}
@@ -102,6 +167,33 @@ struct GpuGates::State {
   DeviceBuffer l2_flush;
   DeviceBuffer clock;
   LruCache<ReferenceOutputs> references;
+};
+
+// One call of a candidate on one problem: its launched kernels, resolved for the device, and the
+// arguments they share.
+struct GpuGates::Call {
+  std::vector<CUfunction> functions;  // in launch order
+  std::vector<LaunchShape> shapes;
+  std::unique_ptr<KernelArguments> args;
+
+  Call(const Module& module, const Manifest& manifest, const Bindings& bindings, int sm_count) {
+    const std::vector<const KernelSpec*> launched = LaunchedKernels(manifest, bindings);
+    args = std::make_unique<KernelArguments>(launched, bindings);
+    for (const KernelSpec* kernel : launched) {
+      functions.push_back(module.Function(kernel->entry));
+      shapes.push_back(ResolveLaunch(*kernel, bindings, functions.back(), sm_count));
+    }
+  }
+
+  // The scratch a call zeroes, then the kernels in order: all of it is the call, and timed.
+  void Enqueue(const Stream& stream) {
+    for (const DeviceTensor* scratch : args->Scratch()) {
+      if (scratch->zero == ScratchZero::kEachCall) ZeroScratch(*scratch, stream);
+    }
+    for (size_t k = 0; k < functions.size(); ++k) {
+      Launch(functions[k], shapes[k], stream, args->pointers(k));
+    }
+  }
 };
 
 GpuGates::GpuGates(int device_ordinal, Compiler& compiler)
@@ -217,12 +309,10 @@ ReferenceTiming GpuGates::PrepareReference(const KernelTemplate& kernel_template
   ReferenceTiming timing;
   for (size_t p = 0; p < problems.size(); ++p) {
     const Bindings bindings = CompileBindings(manifest, DefaultGenome(manifest), problems[p], arch);
-    const KernelArguments args(manifest.main_kernel(), bindings);
+    // The inputs of a call, for the reference to read; no candidate runs.
+    const KernelArguments args(LaunchedKernels(manifest, bindings), bindings);
     for (int seed = 0; seed < manifest.correctness.seeds; ++seed) {
-      const auto inputs = args.Inputs();
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        state.kernels.FillInput(*inputs[i], InputSeed(p, seed, i), state.stream);
-      }
+      FillInputs(state.kernels, manifest, bindings, args, p, seed, state.stream);
       const double ms = reference.Outputs(args, problems[p], p, seed).ms;
       timing.all_ms += ms;
       ++timing.runs;
@@ -238,62 +328,78 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
   const Manifest& manifest = kernel_template.manifest;
   const ArchInfo arch = device_.arch_info();
   State& state = *state_;
+  // Outside the candidate's verdict: a check problem the manifest makes invalid is evo's input.
+  const std::vector<Problem> problems = CheckProblems(manifest, problem);
   Reference reference(*this, kernel_template, problem);
   GpuVerdict verdict;
   try {
     const Module candidate(cubin);
-    const CUfunction kernel = candidate.Function(manifest.main_kernel().entry);
-
-    const std::vector<Problem> problems = CheckProblems(manifest, problem);
-    std::unique_ptr<KernelArguments> task_args;
+    std::unique_ptr<Call> task_call;
     std::map<std::string, std::shared_ptr<DeviceTensor>> task_reference;
     std::vector<uint64_t> task_input_sums;
-    LaunchShape task_shape;
     CorrectnessFigures& correctness = verdict.correctness;
-    // A write outside a tensor or into an input fails the gate by name, whatever the output.
+    // A write outside a tensor or into an input, or a counter a call did not reset, fails the
+    // gate by name, whatever the output.
     auto tampering = [&](const KernelArguments& args, const std::vector<uint64_t>& input_sums) {
       const std::vector<DeviceTensor*> tensors = args.Tensors();
       std::string report =
           GuardReport(tensors, state.kernels.ChangedGuardBytes(tensors, state.stream));
+      const auto add = [&report](const std::string& line) {
+        report += (report.empty() ? "" : "; ") + line;
+      };
       const std::vector<DeviceTensor*> inputs = args.Inputs();
       const std::vector<uint64_t> sums = state.kernels.Checksums(inputs, state.stream);
       for (size_t i = 0; i < inputs.size(); ++i) {
         if (sums[i] != input_sums[i]) {
-          report += (report.empty() ? "" : "; ") + std::string("input ") + inputs[i]->name +
-                    " changed (the kernel wrote into it)";
+          add("input " + inputs[i]->name + " changed (the kernel wrote into it)");
         }
+      }
+      std::vector<DeviceTensor*> zeroed;
+      for (DeviceTensor* scratch : args.Scratch()) {
+        if (scratch->zero == ScratchZero::kOnce) zeroed.push_back(scratch);
+      }
+      if (zeroed.empty()) return report;
+      const std::vector<uint64_t> non_zero = state.kernels.NonZeroElements(zeroed, state.stream);
+      for (size_t i = 0; i < zeroed.size(); ++i) {
+        if (non_zero[i] == 0) continue;
+        add("scratch " + zeroed[i]->name + " was not left zero (" + std::to_string(non_zero[i]) +
+            " of " + std::to_string(zeroed[i]->elements) + " elements non-zero)");
       }
       return report;
     };
     for (size_t p = 0; p < problems.size(); ++p) {
       const Bindings bindings = CompileBindings(manifest, genome, problems[p], arch);
       const Tolerance tolerance = manifest.correctness.ToleranceFor(bindings);
-      auto args = std::make_unique<KernelArguments>(manifest.main_kernel(), bindings);
-      state.kernels.FillGuards(args->Tensors(), state.stream);
-      const LaunchShape shape = ResolveLaunch(manifest.main_kernel(), bindings, kernel, device_.sm_count);
+      auto call = std::make_unique<Call>(candidate, manifest, bindings, device_.sm_count);
+      KernelArguments& args = *call->args;
+      state.kernels.FillGuards(args.Tensors(), state.stream);
+      for (const DeviceTensor* scratch : args.Scratch()) {
+        if (scratch->zero == ScratchZero::kOnce) ZeroScratch(*scratch, state.stream);
+      }
       std::vector<uint64_t> input_sums;
       for (int seed = 0; seed < manifest.correctness.seeds; ++seed) {
-        const auto inputs = args->Inputs();
-        for (size_t i = 0; i < inputs.size(); ++i) {
-          state.kernels.FillInput(*inputs[i], InputSeed(p, seed, i), state.stream);
-        }
-        input_sums = state.kernels.Checksums(inputs, state.stream);
-        const ReferenceOutputs& expected = reference.Outputs(*args, problems[p], p, seed);
-        for (DeviceTensor* output : args->Outputs()) {
+        FillInputs(state.kernels, manifest, bindings, args, p, seed, state.stream);
+        input_sums = state.kernels.Checksums(args.Inputs(), state.stream);
+        const ReferenceOutputs& expected = reference.Outputs(args, problems[p], p, seed);
+        for (DeviceTensor* output : args.Outputs()) {
           state.kernels.PoisonWithNaN(output->data(), output->dtype, output->elements,
                                       state.stream);
         }
-        Launch(kernel, shape, state.stream, args->pointers());
+        PoisonScratch(state.kernels, args, state.stream);
+        call->Enqueue(state.stream);
         state.stream.Synchronize();
         const std::string where =
             " on " + FormatProblem(manifest, problems[p]) + ", seed " + std::to_string(seed);
-        if (const std::string tampered = tampering(*args, input_sums); !tampered.empty()) {
+        if (const std::string tampered = tampering(args, input_sums); !tampered.empty()) {
           if (correctness.failure.empty()) correctness.failure = tampered + where;
         }
-        for (DeviceTensor* output : args->Outputs()) {
-          const DeviceTensor& reference_output = *expected.tensors.at(output->name);
+        for (DeviceTensor* output : args.Outputs()) {
+          const auto reference_output = expected.tensors.find(output->name);
+          if (reference_output == expected.tensors.end()) {
+            throw Error("the reference of " + manifest.name + " has no output " + output->name);
+          }
           const ComparisonStats stats =
-              state.kernels.Compare(output->data(), output->dtype, reference_output.data(),
+              state.kernels.Compare(output->data(), output->dtype, reference_output->second->data(),
                                     output->elements, tolerance.atol, tolerance.rtol, state.stream);
           Merge(correctness.worst, stats);
           if (!stats.passed() && correctness.failure.empty()) {
@@ -310,9 +416,8 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
       }
       if (p + 1 == problems.size()) {
         correctness.tolerance = tolerance;
-        task_args = std::move(args);
+        task_call = std::move(call);
         task_input_sums = input_sums;
-        task_shape = shape;
       }
     }
     correctness.passed = correctness.failure.empty();
@@ -322,22 +427,22 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
     }
     if (verify_only) return verdict;
 
-    verdict.timing = TimeLaunches(kernel, task_shape, *task_args, timing_options);
+    verdict.timing = TimeLaunches(*task_call, timing_options);
     TimingFigures& timing = *verdict.timing;
     if (manifest.flops) {
       const double flops = static_cast<double>(manifest.flops->Evaluate(problem));
       timing.tflops = flops / (timing.median_us * 1e-6) / 1e12;
     }
-    // The timed launches rewrote the output from unchanged inputs: it must still match, and
-    // nothing outside the output may have changed.
+    // The timed calls rewrote the output from unchanged inputs: it must still match, and
+    // nothing outside the output (or scratch) may have changed.
     timing.recheck_passed = true;
-    for (DeviceTensor* output : task_args->Outputs()) {
+    for (DeviceTensor* output : task_call->args->Outputs()) {
       const ComparisonStats stats = state.kernels.Compare(
           output->data(), output->dtype, task_reference.at(output->name)->data(), output->elements,
           correctness.tolerance.atol, correctness.tolerance.rtol, state.stream);
       timing.recheck_passed = timing.recheck_passed && stats.passed();
     }
-    const std::string tampered = tampering(*task_args, task_input_sums);
+    const std::string tampered = tampering(*task_call->args, task_input_sums);
     if (!timing.recheck_passed || !tampered.empty()) {
       timing.recheck_passed = false;
       verdict.status = Status::kIncorrect;
@@ -359,8 +464,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
   return verdict;
 }
 
-TimingFigures GpuGates::TimeLaunches(CUfunction kernel, const LaunchShape& shape,
-                                     KernelArguments& args, const TimingOptions& options) {
+TimingFigures GpuGates::TimeLaunches(Call& call, const TimingOptions& options) {
   State& state = *state_;
   TimingFigures timing;
   timing.l2_flushed = options.flush_l2;
@@ -369,14 +473,14 @@ TimingFigures GpuGates::TimeLaunches(CUfunction kernel, const LaunchShape& shape
   }
   if (state.clock.bytes() == 0) state.clock = DeviceBuffer(sizeof(double));
 
-  // One launch alone estimates a launch's time, to size the warm-up and the batches.
+  // One call alone estimates a call's time, to size the warm-up and the batches.
   double estimate_us = 0;
   {
     Event start;
     Event stop;
     for (int i = 0; i < 2; ++i) {
       start.Record(state.stream);
-      Launch(kernel, shape, state.stream, args.pointers());
+      call.Enqueue(state.stream);
       stop.Record(state.stream);
       stop.Synchronize();
       estimate_us = std::max<double>(stop.ElapsedSince(start) * 1000.0, 1.0);
@@ -388,19 +492,17 @@ TimingFigures GpuGates::TimeLaunches(CUfunction kernel, const LaunchShape& shape
           : std::clamp(static_cast<int>(std::ceil(options.target_repetition_us / estimate_us)), 1,
                        1000);
 
-  // A batch is launches_per_repetition launches captured into one CUDA graph: back to back
-  // without the host's launch gaps, as in a CUDA graph of a user's program (with the L2 flushed,
-  // one launch after a memset instead). Everything from here is enqueued back to back: the
-  // warm-up, then the measured batches, each between two events, at most kAhead in flight
-  // ahead of the one being read. The GPU never waits for the host, so it runs as it does in
-  // sustained use.
+  // A batch is launches_per_repetition calls (each its scratch memsets and its kernels) captured
+  // into one CUDA graph: back to back without the host's launch gaps, as in a CUDA graph of a
+  // user's program (with the L2 flushed, one call after a memset instead). Everything from here is
+  // enqueued back to back: the warm-up, then the measured batches, each between two events, at most
+  // kAhead in flight ahead of the one being read. The GPU never waits for the host, so it runs as
+  // it does in sustained use.
   constexpr int kAhead = 8;
   std::unique_ptr<CapturedGraph> graph;
   if (!timing.l2_flushed) {
     graph = std::make_unique<CapturedGraph>(state.stream, [&] {
-      for (int i = 0; i < timing.launches_per_repetition; ++i) {
-        Launch(kernel, shape, state.stream, args.pointers());
-      }
+      for (int i = 0; i < timing.launches_per_repetition; ++i) call.Enqueue(state.stream);
     });
   }
   // The L2 flush precedes a batch, outside its events.
@@ -414,7 +516,7 @@ TimingFigures GpuGates::TimeLaunches(CUfunction kernel, const LaunchShape& shape
     if (graph) {
       graph->Launch(state.stream);
     } else {
-      Launch(kernel, shape, state.stream, args.pointers());
+      call.Enqueue(state.stream);
     }
   };
   const double batch_us = estimate_us * timing.launches_per_repetition;

@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "evaluator/compiler.h"
@@ -11,9 +12,6 @@
 #include "kernel_templates/configuration.h"
 
 namespace evo {
-
-class KernelArguments;
-struct LaunchShape;
 
 // Gate 2: the worst figures over every check problem, seed and output.
 struct CorrectnessFigures {
@@ -68,6 +66,13 @@ struct GpuVerdict {
   std::optional<TimingFigures> timing;
 };
 
+// The problems the correctness gate checks a task on: each of the manifest's check problems
+// (correctness.problems: its overrides applied to the task's problem; a parameter whose default
+// follows others, as H_kv follows H, follows them here too unless the override sets it), then
+// the task's problem itself, last, so that its buffers are the ones timed. Throws evo::Error
+// naming the manifest's check problem where it gives a problem the template refuses.
+std::vector<Problem> CheckProblems(const Manifest& manifest, const Problem& task);
+
 // Runs gates 2 and 3 for compiled candidates on one GPU, in this process. The worker process
 // wraps it so that a candidate that poisons the context costs only the worker.
 class GpuGates {
@@ -93,10 +98,10 @@ class GpuGates {
 
  private:
   struct State;
+  struct Call;
   class Reference;
-  // Gate 3's measurement of `kernel` on `args` (figures but the flops and the recheck).
-  TimingFigures TimeLaunches(CUfunction kernel, const LaunchShape& shape, KernelArguments& args,
-                             const TimingOptions& options);
+  // Gate 3's measurement of whole calls (figures but the flops and the recheck).
+  TimingFigures TimeLaunches(Call& call, const TimingOptions& options);
 
   DeviceInfo device_;
   Compiler& compiler_;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "common/error.h"
@@ -59,102 +60,165 @@ void EncodeTensorMap(const TensorMapDescription& map, CUdeviceptr address, CUten
             ("cuTensorMapEncodeTiled(" + map.name + ")").c_str());
 }
 
-KernelArguments::KernelArguments(const KernelSpec& spec, const Bindings& bindings,
+std::vector<const KernelSpec*> LaunchedKernels(const Manifest& manifest, const Bindings& bindings) {
+  std::vector<const KernelSpec*> launched;
+  for (const KernelSpec& kernel : manifest.kernels) {
+    if (kernel.LaunchedFor(bindings)) launched.push_back(&kernel);
+  }
+  return launched;
+}
+
+namespace {
+
+const char* KindName(KernelArgSpec::Kind kind) {
+  switch (kind) {
+    case KernelArgSpec::Kind::kInput:
+      return "input";
+    case KernelArgSpec::Kind::kOutput:
+      return "output";
+    case KernelArgSpec::Kind::kScratch:
+      return "scratch";
+    default:
+      return "argument";
+  }
+}
+
+void StoreScalar(const KernelArgSpec& arg, int64_t value, uint64_t* slot) {
+  if (arg.dtype == "i32") {
+    if (value < std::numeric_limits<int32_t>::min() ||
+        value > std::numeric_limits<int32_t>::max()) {
+      throw Error("argument " + arg.name + " = " + std::to_string(value) + " does not fit an i32");
+    }
+    const auto narrow = static_cast<int32_t>(value);
+    std::memcpy(slot, &narrow, sizeof(narrow));
+  } else if (arg.dtype == "f32") {
+    const auto real = static_cast<float>(value);
+    std::memcpy(slot, &real, sizeof(real));
+  } else {
+    std::memcpy(slot, &value, sizeof(value));
+  }
+}
+
+}  // namespace
+
+KernelArguments::KernelArguments(const std::vector<const KernelSpec*>& kernels,
+                                 const Bindings& bindings,
                                  const KernelArguments* share_inputs_with) {
-  std::set<std::string> present;  // alternatives of one name must exclude each other
+  if (kernels.empty()) throw Error("a call launches at least one kernel");
   // Tensor maps are encoded once every tensor exists, whatever the order of the arguments.
-  std::vector<std::pair<const KernelArgSpec*, CUtensorMap*>> maps;
-  for (const KernelArgSpec& arg : spec.args) {
-    if (!arg.PresentFor(bindings)) continue;
-    if (!present.insert(arg.name).second) {
-      throw Error("two arguments named " + arg.name + " apply to one problem");
-    }
-    if (arg.kind == KernelArgSpec::Kind::kTensorMap) {
-      auto slot = std::make_unique<CUtensorMap>();
-      maps.emplace_back(&arg, slot.get());
-      pointers_.push_back(slot.get());
-      map_slots_.push_back(std::move(slot));
-      tensors_.push_back(nullptr);
-      continue;
-    }
-    if (arg.kind == KernelArgSpec::Kind::kScalar) {
-      const int64_t value = arg.value->Evaluate(bindings);
-      auto slot = std::make_unique<uint64_t>(0);
-      if (arg.dtype == "i32") {
-        if (value < std::numeric_limits<int32_t>::min() ||
-            value > std::numeric_limits<int32_t>::max()) {
-          throw Error("argument " + arg.name + " = " + std::to_string(value) +
-                      " does not fit an i32");
-        }
-        const auto narrow = static_cast<int32_t>(value);
-        std::memcpy(slot.get(), &narrow, sizeof(narrow));
-      } else if (arg.dtype == "f32") {
-        const auto real = static_cast<float>(value);
-        std::memcpy(slot.get(), &real, sizeof(real));
-      } else {
-        std::memcpy(slot.get(), &value, sizeof(value));
+  struct PendingMap {
+    const KernelArgSpec* arg;
+    const KernelSpec* kernel;
+    CUtensorMap* slot;
+  };
+  std::vector<PendingMap> maps;
+  std::map<std::string, const KernelSpec*> first_user;  // the kernel that first named a tensor
+  for (const KernelSpec* spec : kernels) {
+    std::vector<void*>& pointers = pointers_.emplace_back();
+    std::set<std::string> present;  // alternatives of one name must exclude each other
+    for (const KernelArgSpec& arg : spec->args) {
+      if (!arg.PresentFor(bindings)) continue;
+      if (!present.insert(arg.name).second) {
+        throw Error(spec->entry + ": two arguments named " + arg.name + " apply to one problem");
       }
-      pointers_.push_back(slot.get());
-      scalar_slots_.push_back(std::move(slot));
-      tensors_.push_back(nullptr);
-      continue;
-    }
-    std::shared_ptr<DeviceTensor> tensor;
-    if (share_inputs_with != nullptr && arg.kind == KernelArgSpec::Kind::kInput) {
-      for (const auto& other : share_inputs_with->tensors_) {
-        if (other && other->name == arg.name && other->kind == KernelArgSpec::Kind::kInput) {
-          tensor = other;
+      if (arg.kind == KernelArgSpec::Kind::kTensorMap) {
+        auto slot = std::make_unique<CUtensorMap>();
+        maps.push_back({&arg, spec, slot.get()});
+        pointers.push_back(slot.get());
+        map_slots_.push_back(std::move(slot));
+        continue;
+      }
+      if (arg.kind == KernelArgSpec::Kind::kScalar) {
+        auto slot = std::make_unique<uint64_t>(0);
+        StoreScalar(arg, arg.value->Evaluate(bindings), slot.get());
+        pointers.push_back(slot.get());
+        scalar_slots_.push_back(std::move(slot));
+        continue;
+      }
+      int64_t elements = 1;
+      for (const Expression& dim : arg.shape) elements *= dim.Evaluate(bindings);
+      // The same memory in every kernel of the call: an earlier kernel may have it already.
+      size_t index = tensors_.size();
+      for (size_t t = 0; t < tensors_.size(); ++t) {
+        if (tensors_[t]->name == arg.name) index = t;
+      }
+      if (index < tensors_.size()) {
+        const DeviceTensor& tensor = *tensors_[index];
+        if (tensor.kind != arg.kind || tensor.dtype != arg.dtype || tensor.elements != elements) {
+          throw Error("tensor " + arg.name + " differs between " + first_user.at(arg.name)->entry +
+                      " (" + KindName(tensor.kind) + " " + tensor.dtype + " of " +
+                      std::to_string(tensor.elements) + " elements) and " + spec->entry + " (" +
+                      KindName(arg.kind) + " " + arg.dtype + " of " + std::to_string(elements) +
+                      "): one name is one tensor of the call");
+        }
+        pointers.push_back(pointer_slots_[index].get());
+        continue;
+      }
+      std::shared_ptr<DeviceTensor> tensor;
+      if (share_inputs_with != nullptr && arg.kind == KernelArgSpec::Kind::kInput) {
+        for (const auto& other : share_inputs_with->tensors_) {
+          if (other->name == arg.name && other->kind == KernelArgSpec::Kind::kInput) {
+            tensor = other;
+          }
+        }
+        // An input of its own would hold whatever the allocator left: compared against it, a
+        // candidate would fail (or pass) by chance.
+        if (!tensor) {
+          throw Error("input " + arg.name + " of " + spec->entry +
+                      " is not an input of the call it is checked against");
+        }
+        if (tensor->dtype != arg.dtype || tensor->elements != elements) {
+          throw Error("input " + arg.name +
+                      " differs in dtype or shape between the kernel and its reference");
         }
       }
+      if (!tensor) {
+        tensor = std::make_shared<DeviceTensor>();
+        tensor->name = arg.name;
+        tensor->dtype = arg.dtype;
+        tensor->elements = elements;
+        tensor->kind = arg.kind;
+        tensor->uniform = arg.uniform;
+        tensor->zero = arg.zero;
+        tensor->allocation =
+            DeviceBuffer(kGuardBytes + GuardedBytes(tensor->bytes()) + kGuardBytes);
+      }
+      first_user.emplace(arg.name, spec);
+      auto slot = std::make_unique<CUdeviceptr>(tensor->data().pointer);
+      pointers.push_back(slot.get());
+      pointer_slots_.push_back(std::move(slot));
+      tensors_.push_back(std::move(tensor));
     }
-    int64_t elements = 1;
-    for (const Expression& dim : arg.shape) elements *= dim.Evaluate(bindings);
-    if (tensor && (tensor->dtype != arg.dtype || tensor->elements != elements)) {
-      throw Error("input " + arg.name +
-                  " differs in dtype or shape between the kernel and its "
-                  "reference");
-    }
-    if (!tensor) {
-      tensor = std::make_shared<DeviceTensor>();
-      tensor->name = arg.name;
-      tensor->dtype = arg.dtype;
-      tensor->elements = elements;
-      tensor->kind = arg.kind;
-      tensor->uniform = arg.uniform;
-      tensor->allocation = DeviceBuffer(kGuardBytes + GuardedBytes(tensor->bytes()) + kGuardBytes);
-    }
-    auto slot = std::make_unique<CUdeviceptr>(tensor->data().pointer);
-    pointers_.push_back(slot.get());
-    pointer_slots_.push_back(std::move(slot));
-    tensors_.push_back(std::move(tensor));
   }
-  for (const auto& [arg, slot] : maps) {
-    const TensorMapDescription map = DescribeTensorMap(*arg, spec, bindings);
-    EncodeTensorMap(map, Tensor(map.tensor).data().pointer, slot);
+  for (const PendingMap& pending : maps) {
+    const TensorMapDescription map = DescribeTensorMap(*pending.arg, *pending.kernel, bindings);
+    EncodeTensorMap(map, Tensor(map.tensor).data().pointer, pending.slot);
   }
+}
+
+std::vector<DeviceTensor*> KernelArguments::OfKind(KernelArgSpec::Kind kind) const {
+  std::vector<DeviceTensor*> tensors;
+  for (const auto& tensor : tensors_) {
+    if (tensor->kind == kind) tensors.push_back(tensor.get());
+  }
+  return tensors;
 }
 
 std::vector<DeviceTensor*> KernelArguments::Inputs() const {
-  std::vector<DeviceTensor*> inputs;
-  for (const auto& tensor : tensors_) {
-    if (tensor && tensor->kind == KernelArgSpec::Kind::kInput) inputs.push_back(tensor.get());
-  }
-  return inputs;
+  return OfKind(KernelArgSpec::Kind::kInput);
 }
 
 std::vector<DeviceTensor*> KernelArguments::Outputs() const {
-  std::vector<DeviceTensor*> outputs;
-  for (const auto& tensor : tensors_) {
-    if (tensor && tensor->kind == KernelArgSpec::Kind::kOutput) outputs.push_back(tensor.get());
-  }
-  return outputs;
+  return OfKind(KernelArgSpec::Kind::kOutput);
+}
+
+std::vector<DeviceTensor*> KernelArguments::Scratch() const {
+  return OfKind(KernelArgSpec::Kind::kScratch);
 }
 
 std::vector<DeviceTensor*> KernelArguments::Tensors() const {
   std::vector<DeviceTensor*> tensors;
-  for (const auto& tensor : tensors_) {
-    if (tensor) tensors.push_back(tensor.get());
-  }
+  for (const auto& tensor : tensors_) tensors.push_back(tensor.get());
   return tensors;
 }
 
@@ -162,9 +226,9 @@ DeviceTensor& KernelArguments::Tensor(const std::string& name) const { return *S
 
 std::shared_ptr<DeviceTensor> KernelArguments::Shared(const std::string& name) const {
   for (const auto& tensor : tensors_) {
-    if (tensor && tensor->name == name) return tensor;
+    if (tensor->name == name) return tensor;
   }
-  throw Error("the kernel has no tensor argument " + name);
+  throw Error("the call has no tensor argument " + name);
 }
 
 LaunchShape ResolveLaunch(const KernelSpec& spec, Bindings bindings, CUfunction function,

@@ -28,6 +28,7 @@ struct DeviceTensor {
   int64_t elements = 0;
   KernelArgSpec::Kind kind = KernelArgSpec::Kind::kInput;
   std::optional<std::pair<double, double>> uniform;  // the manifest's fill, when not N(0,1)
+  ScratchZero zero = ScratchZero::kNever;            // scratch only
   // [guard before][the tensor's bytes, rounded up to 16][guard after]
   DeviceBuffer allocation;
 
@@ -36,33 +37,50 @@ struct DeviceTensor {
   DeviceSpan guard(GuardSide side) const;
 };
 
-// The device tensors and scalar values of one kernel's arguments on one problem, in the
-// manifest's order, ready for cuLaunchKernel. Inputs can be shared with another kernel's
-// arguments by name, so the candidate and its reference read the very same bytes.
+// The kernels of a candidate's call for these bindings (knobs and problem), in launch order: the
+// first always, the others where their `when` holds.
+std::vector<const KernelSpec*> LaunchedKernels(const Manifest& manifest, const Bindings& bindings);
+
+// The device tensors and scalar values of one call's arguments on one problem, ready for
+// cuLaunchKernel: a tensor (input, output or scratch) of one name is one allocation that every
+// kernel of the call gets; scalars and tensor maps belong to their kernel. Inputs can be shared
+// with another call's arguments by name, so the candidate and its reference read the very same
+// bytes.
 class KernelArguments {
  public:
-  KernelArguments(const KernelSpec& spec, const Bindings& bindings,
+  // `kernels` are launched in this order; `share_inputs_with` must hold every input they read.
+  KernelArguments(const std::vector<const KernelSpec*>& kernels, const Bindings& bindings,
                   const KernelArguments* share_inputs_with = nullptr);
+  // A call of one kernel (the reference).
+  KernelArguments(const KernelSpec& spec, const Bindings& bindings,
+                  const KernelArguments* share_inputs_with = nullptr)
+      : KernelArguments(std::vector<const KernelSpec*>{&spec}, bindings, share_inputs_with) {}
   KernelArguments(const KernelArguments&) = delete;
   KernelArguments& operator=(const KernelArguments&) = delete;
 
-  std::vector<void*>& pointers() { return pointers_; }
-  // Tensors this kernel reads (shared ones included) and writes.
+  size_t kernel_count() const { return pointers_.size(); }
+  // The arguments of the call's kernel `kernel`, in its manifest order.
+  std::vector<void*>& pointers(size_t kernel = 0) { return pointers_.at(kernel); }
+  // The call's tensors, each once, in the order the kernels first name them (shared ones
+  // included): those read, written, used as scratch, and all of them.
   std::vector<DeviceTensor*> Inputs() const;
   std::vector<DeviceTensor*> Outputs() const;
-  DeviceTensor& Tensor(const std::string& name) const;
-  // Every tensor of the arguments, its own and shared ones.
+  std::vector<DeviceTensor*> Scratch() const;
   std::vector<DeviceTensor*> Tensors() const;
+  DeviceTensor& Tensor(const std::string& name) const;
   // A tensor that outlives these arguments (the reference outputs the gates keep).
   std::shared_ptr<DeviceTensor> Shared(const std::string& name) const;
 
  private:
-  std::vector<std::shared_ptr<DeviceTensor>> tensors_;  // argument order; null for scalars
-  // Scalars are kept in 8-byte slots whose addresses stay put for the launch.
-  std::vector<std::unique_ptr<uint64_t>> scalar_slots_;
+  std::vector<DeviceTensor*> OfKind(KernelArgSpec::Kind kind) const;
+
+  std::vector<std::shared_ptr<DeviceTensor>> tensors_;  // each once, in order of first use
+  // Each tensor's address, in a slot that stays put for the launches (parallel to tensors_).
   std::vector<std::unique_ptr<CUdeviceptr>> pointer_slots_;
+  // Scalars are kept in 8-byte slots whose addresses stay put for the launches.
+  std::vector<std::unique_ptr<uint64_t>> scalar_slots_;
   std::vector<std::unique_ptr<CUtensorMap>> map_slots_;
-  std::vector<void*> pointers_;
+  std::vector<std::vector<void*>> pointers_;  // per kernel
 };
 
 // Encodes `map` for the tensor at `address` (cuTensorMapEncodeTiled). Throws CudaError when the

@@ -4,6 +4,14 @@ grid computed from launch.json (NUM_SMS, CTAS_PER_SM from the device), tensor ma
 cuTensorMapEncodeTiled from the tensors they describe, and the launch on PyTorch's current stream
 (so it can be captured in a CUDA graph).
 
+An export whose call is several kernels (launch.json's "kernels", run in the order of its
+"call") is launched the same way: each kernel with its own grid, block and shared memory, one
+after the other on the current stream. Its scratch tensors ("scratch") are allocated by bind on
+the tensors' device, once per bind: zeroed where the export says "once" (the kernels leave them
+zero again) or "each_call" (launch() then zeroes them with cuMemsetD8Async before the kernels,
+as part of the call), left as allocated where it says "never". The caller passes only the
+inputs and outputs.
+
     from evo_launch import ExportedKernel
     kernel = ExportedKernel("runs/bench/4x16x4096x128")
     launch = kernel.bind({"Q": q, "K": k, "V": v, "O": o})
@@ -22,7 +30,7 @@ _SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 _INTERLEAVE = {"none": 0, "16B": 1, "32B": 2}
 _L2_PROMOTION = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
 _FILL = {"zero": 0, "nan": 1}
-_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32",
+_TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "i32": "int32",
                  "fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}
 _FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 _DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
@@ -65,27 +73,23 @@ def _evaluate(expr, bindings):
                     {"min": min, "max": max, "ceil_div": ceil_div, **bindings}))
 
 
-class ExportedKernel:
-    def __init__(self, folder):
-        self.folder = folder
-        with open(os.path.join(folder, "launch.json")) as f:
-            self.launch_json = json.load(f)
-        with open(os.path.join(folder, self.launch_json["cubin"]), "rb") as f:
-            image = f.read()
+class _Kernel:
+    """One entry of the cubin, ready to launch: its function, shared memory opt-in and grid."""
+
+    def __init__(self, module, spec, folder):
         cuda = _cuda()
-        self._module = ctypes.c_void_p()
-        _check(cuda.cuModuleLoadData(ctypes.byref(self._module), image), "cuModuleLoadData")
-        self._function = ctypes.c_void_p()
-        _check(cuda.cuModuleGetFunction(ctypes.byref(self._function), self._module,
-                                        self.launch_json["entry"].encode()),
-               "cuModuleGetFunction")
-        self.smem = self.launch_json["dynamic_smem_bytes"]
-        if self.launch_json["needs_dynamic_smem_opt_in"]:
-            _check(cuda.cuFuncSetAttribute(self._function,
+        self.spec = spec
+        self.function = ctypes.c_void_p()
+        _check(cuda.cuModuleGetFunction(ctypes.byref(self.function), module,
+                                        spec["entry"].encode()),
+               f"cuModuleGetFunction of {spec['entry']}")
+        self.smem = spec["dynamic_smem_bytes"]
+        if spec["needs_dynamic_smem_opt_in"]:
+            _check(cuda.cuFuncSetAttribute(self.function,
                                            _FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                            ctypes.c_int(self.smem)),
-                   "cuFuncSetAttribute")
-        self.block = tuple(self.launch_json["block"])
+                   f"cuFuncSetAttribute of {spec['entry']}")
+        self.block = tuple(spec["block"])
         device = ctypes.c_int()
         _check(cuda.cuCtxGetDevice(ctypes.byref(device)), "cuCtxGetDevice")
         num_sms = ctypes.c_int()
@@ -93,15 +97,34 @@ class ExportedKernel:
                                          _DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
                "cuDeviceGetAttribute")
         ctas_per_sm = ctypes.c_int(0)
-        if any(isinstance(dim, str) for dim in self.launch_json["grid"]):
+        if any(isinstance(dim, str) for dim in spec["grid"]):
             _check(cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                ctypes.byref(ctas_per_sm), self._function,
+                ctypes.byref(ctas_per_sm), self.function,
                 ctypes.c_int(self.block[0] * self.block[1] * self.block[2]),
                 ctypes.c_size_t(self.smem)), "cuOccupancyMaxActiveBlocksPerMultiprocessor")
             if ctas_per_sm.value < 1:
-                raise RuntimeError(f"{folder}: the kernel does not fit on an SM")
+                raise RuntimeError(f"{folder}: {spec['entry']} does not fit on an SM")
         bindings = {"NUM_SMS": num_sms.value, "CTAS_PER_SM": ctas_per_sm.value}
-        self.grid = tuple(_evaluate(dim, bindings) for dim in self.launch_json["grid"])
+        self.grid = tuple(_evaluate(dim, bindings) for dim in spec["grid"])
+
+
+class ExportedKernel:
+    def __init__(self, folder):
+        self.folder = folder
+        with open(os.path.join(folder, "launch.json")) as f:
+            self.launch_json = json.load(f)
+        with open(os.path.join(folder, self.launch_json["cubin"]), "rb") as f:
+            image = f.read()
+        self._module = ctypes.c_void_p()
+        _check(_cuda().cuModuleLoadData(ctypes.byref(self._module), image), "cuModuleLoadData")
+        # An export of one kernel (before "kernels" existed) is a call of its top-level launch.
+        specs = self.launch_json.get("kernels") or [self.launch_json]
+        self._kernels = {spec["entry"]: _Kernel(self._module, spec, folder) for spec in specs}
+        self._scratch = self.launch_json.get("scratch", [])
+        self._call = self.launch_json.get("call") or [{"launch": spec["entry"]} for spec in specs]
+        main = self._kernels[specs[0]["entry"]]
+        # The first kernel's launch, as single-kernel exports always offered it.
+        self.grid, self.block, self.smem = main.grid, main.block, main.smem
 
     def _encode(self, param, tensor):
         cuda = _cuda()
@@ -120,13 +143,11 @@ class ExportedKernel:
             ctypes.c_int(_FILL[param["fill"]])), f"cuTensorMapEncodeTiled of {param['name']}")
         return tensor_map
 
-    def bind(self, tensors):
-        """A launcher of the kernel on these tensors (by argument name), checked against the
-        export: shapes, dtypes and contiguity."""
-        import torch
-
+    def _arguments(self, kernel, tensors, torch):
+        """The argument values of one kernel on these tensors (scratch among them), checked
+        against the export: shapes, dtypes and contiguity."""
         values = []
-        for param in self.launch_json["params"]:
+        for param in kernel.spec["params"]:
             kind = param["kind"]
             if kind == "scalar":
                 ctype = {"i32": ctypes.c_int32, "i64": ctypes.c_int64,
@@ -153,16 +174,60 @@ class ExportedKernel:
                     raise ValueError(f"{name} is {list(tensor.shape)}, the export wants "
                                      f"{param['shape']}")
                 values.append(ctypes.c_void_p(tensor.data_ptr()))
-        pointers = (ctypes.c_void_p * len(values))(
-            *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+        return values
+
+    def bind(self, tensors):
+        """A launcher of the call on these tensors (by argument name), checked against the
+        export: shapes, dtypes and contiguity. Scratch is allocated here, not passed."""
+        import torch
+
+        tensors = dict(tensors)
+        device = next((t.device for t in tensors.values()), None)
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        scratch = {}
+        for spec in self._scratch:
+            name = spec["name"]
+            if name in tensors:
+                raise ValueError(f"{name} is scratch of {self.launch_json['template']}: bind "
+                                 "allocates it")
+            allocate = torch.empty if spec["zero"] == "never" else torch.zeros
+            scratch[name] = allocate(spec["shape"], device=device,
+                                     dtype=getattr(torch, _TORCH_DTYPES[spec["dtype"]]))
+        tensors.update(scratch)
+
         cuda = _cuda()
-        grid, block, smem, function = self.grid, self.block, self.smem, self._function
+        keep_alive = [scratch]  # what the pointers point into
+        steps = []
+        for step in self._call:
+            if "memset" in step:
+                tensor = scratch[step["memset"]]
+                steps.append(("memset", ctypes.c_uint64(tensor.data_ptr()),
+                              tensor.numel() * tensor.element_size()))
+                continue
+            kernel = self._kernels[step["launch"]]
+            values = self._arguments(kernel, tensors, torch)
+            pointers = (ctypes.c_void_p * len(values))(
+                *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
+            keep_alive.append(values)
+            steps.append(("launch", kernel, pointers))
 
         def launch():
             stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-            _check(cuda.cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1],
-                                       block[2], smem, stream, pointers, None),
-                   "cuLaunchKernel")
+            for step in steps:
+                if step[0] == "memset":
+                    _, address, count = step
+                    _check(cuda.cuMemsetD8Async(address, ctypes.c_ubyte(0),
+                                                ctypes.c_size_t(count), stream),
+                           "cuMemsetD8Async")
+                    continue
+                _, kernel, pointers = step
+                grid, block = kernel.grid, kernel.block
+                _check(cuda.cuLaunchKernel(kernel.function, grid[0], grid[1], grid[2], block[0],
+                                           block[1], block[2], kernel.smem, stream, pointers,
+                                           None),
+                       f"cuLaunchKernel of {kernel.spec['entry']}")
 
-        launch.keep_alive = values  # the argument storage the pointers point into
+        launch.keep_alive = keep_alive
+        launch.scratch = scratch
         return launch

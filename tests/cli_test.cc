@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "tests/test_support.h"
 
 namespace evo {
@@ -60,7 +61,9 @@ TEST_CASE("evo compile prints resources, then serves the same configuration from
       RunEvo({"compile", "--arch", "sm_90", "--shape", "4,16,1000,128", "--causal"}, dir.path());
   CHECK(text.exit_code == 0);
   CHECK(text.out.find("status      compiled") != std::string::npos);
-  CHECK(text.out.find("B=4 H=16 S_q=1000 S_kv=1000 D=128 CAUSAL=1") != std::string::npos);
+  // (H_kv, where the template has it, follows H between them.)
+  CHECK(text.out.find("B=4 H=16 ") != std::string::npos);
+  CHECK(text.out.find("S_q=1000 S_kv=1000 D=128 CAUSAL=1") != std::string::npos);
   CHECK(text.out.find("registers") != std::string::npos);
 }
 
@@ -87,6 +90,59 @@ TEST_CASE("evo compile --problem sets a problem parameter: an e4m3 Q takes the e
   INFO(result.out << result.err);
   CHECK(result.exit_code == 0);
   CHECK(result.out.find("status      compiled") != std::string::npos);
+}
+
+TEST_CASE(
+    "a problem default that follows another parameter follows the command line's value; a "
+    "problem breaking a check is refused with its reason",
+    "[cli][nvrtc]") {
+  test::TempDir dir;
+  // tests/data/two_kernels with heads H and key/value heads H_kv, which default to H.
+  const auto folder = dir.path() / "templates" / "two_kernels";
+  std::filesystem::create_directories(folder);
+  const auto data = test::SourceDir() / "tests" / "data" / "two_kernels";
+  std::filesystem::copy_file(data / "two_kernels.cu", folder / "two_kernels.cu");
+  auto manifest = nlohmann::json::parse(*TryReadFile(data / "manifest.json"));
+  manifest["problem"].push_back({{"name", "H"}, {"min", 1}, {"default", 8}});
+  manifest["problem"].push_back({{"name", "H_kv"},
+                                 {"min", 1},
+                                 {"default", "H"},
+                                 {"check", "H % H_kv == 0"},
+                                 {"check_doc", "KV heads serve whole groups of query heads"}});
+  test::WriteFile(folder / "manifest.json", manifest.dump(2));
+  const std::string templates = (dir.path() / "templates").string();
+  const auto problem_of = [&](const std::vector<std::string>& settings) {
+    std::vector<std::string> args = {"compile", "-t",     "two_kernels", "--templates",
+                                     templates, "--arch", "sm_90",       "--json"};
+    for (const std::string& setting : settings) args.insert(args.end(), {"--problem", setting});
+    const auto result = RunEvo(args, dir.path());
+    INFO(result.err);
+    REQUIRE(result.exit_code == 0);
+    return nlohmann::json::parse(result.out)["problem"];
+  };
+  CHECK(problem_of({})["H_kv"] == 8);
+  CHECK(problem_of({"H=32"})["H_kv"] == 32);
+  CHECK(problem_of({"H=32", "H_kv=4"})["H_kv"] == 4);
+  CHECK(problem_of({"H_kv=2"})["H"] == 8);
+
+  const auto broken = RunEvo({"compile", "-t", "two_kernels", "--templates", templates, "--arch",
+                              "sm_90", "--problem", "H=32", "--problem", "H_kv=3"},
+                             dir.path());
+  CHECK(broken.exit_code == 2);
+  CHECK(broken.err.find("problem N=1000 H=32 H_kv=3 of template two_kernels breaks H % H_kv == 0 "
+                        "(KV heads serve whole groups of query heads)") != std::string::npos);
+
+  const auto listed = RunEvo({"templates", "--templates", templates}, dir.path());
+  REQUIRE(listed.exit_code == 0);
+  CHECK(listed.out.find(">= 1 (default H)") != std::string::npos);
+  CHECK(listed.out.find("must hold: H % H_kv == 0") != std::string::npos);
+  const auto json = RunEvo({"templates", "--json", "--templates", templates}, dir.path());
+  REQUIRE(json.exit_code == 0);
+  for (const auto& listed_template : nlohmann::json::parse(json.out)) {
+    if (listed_template["name"] != "two_kernels") continue;
+    CHECK(listed_template["problem"][2]["default_expr"] == "H");
+    CHECK(listed_template["problem"][2]["check"] == "H % H_kv == 0");
+  }
 }
 
 TEST_CASE("evo compile refuses bad input with a clear message and exit code 2", "[cli]") {

@@ -1,6 +1,7 @@
 #include "kernel_templates/manifest.h"
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -24,7 +25,40 @@ std::string ReadSdpaSource(const std::string& relative) {
 
 Json SdpaManifestJson() { return Json::parse(ReadFile(kSdpaFolder + "manifest.json")); }
 
+// The same manifest with its kernels as a "kernels" list, whichever form the file gives them in.
+Json SdpaKernelsJson() {
+  Json json = SdpaManifestJson();
+  if (json.contains("kernel")) {
+    json["kernels"] = Json::array({json["kernel"]});
+    json.erase("kernel");
+  }
+  return json;
+}
+
 Manifest Parse(const Json& json) { return ParseManifest(json.dump(), "test", ReadSdpaSource); }
+
+// A scratch argument for the tests' manifests.
+Json Scratch(const std::string& name, const std::string& dtype, const std::string& zero) {
+  return {
+      {"name", name}, {"kind", "scratch"}, {"dtype", dtype}, {"shape", {"B", "H"}}, {"zero", zero}};
+}
+
+// The first kernel of the manifest, copied as a further kernel of the call under `entry`.
+Json& AddKernel(Json& json, const std::string& entry) {
+  Json kernel = json["kernels"][0];
+  kernel["entry"] = entry;
+  json["kernels"].push_back(kernel);
+  return json["kernels"].back();
+}
+
+// The index of problem parameter `name` in the manifest's list.
+size_t ProblemIndex(const Json& json, const std::string& name) {
+  for (size_t i = 0; i < json["problem"].size(); ++i) {
+    if (json["problem"][i]["name"] == name) return i;
+  }
+  FAIL("no problem parameter " << name);
+  return 0;
+}
 
 TEST_CASE("the sdpa_fp16 manifest parses with its knobs, problem and kernels", "[manifest]") {
   const Manifest manifest = Parse(SdpaManifestJson());
@@ -41,7 +75,11 @@ TEST_CASE("the sdpa_fp16 manifest parses with its knobs, problem and kernels", "
   CHECK(manifest.reference.entry == "attention_reference_f32");
   CHECK(manifest.reference.source_path == "evo/attention_reference.cu");
   CHECK(manifest.main_kernel().source.find("sdpa_fp16_fwd") != std::string::npos);
-  CHECK(manifest.main_kernel().args.size() == 8);
+  REQUIRE(manifest.main_kernel().args.size() >= 8);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(manifest.main_kernel().args[i].name == std::string(1, "QKVO"[i]));
+  }
+  CHECK(manifest.main_kernel().args[4].kind == KernelArgSpec::Kind::kScalar);
   CHECK(manifest.correctness.seeds >= 3);
   CHECK(manifest.correctness.problems.size() >= 2);
 }
@@ -65,21 +103,21 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
        "constraints[0].expr: expression 'BLOCK_M %'"},
       {"a knob declared twice", [](Json& j) { j["knobs"][1]["name"] = "BLOCK_M"; },
        "the name 'BLOCK_M' is taken"},
-      {"a missing source file", [](Json& j) { j["kernel"]["source"] = "missing.cu"; },
-       "kernel.source: 'missing.cu' is not in"},
-      {"a source outside the folder", [](Json& j) { j["kernel"]["source"] = "../x.cu"; },
-       "kernel.source: '../x.cu' must be a path inside the template's folder"},
+      {"a missing source file", [](Json& j) { j["kernels"][0]["source"] = "missing.cu"; },
+       "kernels[0].source: 'missing.cu' is not in"},
+      {"a source outside the folder", [](Json& j) { j["kernels"][0]["source"] = "../x.cu"; },
+       "kernels[0].source: '../x.cu' must be a path inside the template's folder"},
       {"a device library source it does not have",
        [](Json& j) { j["reference"]["source"] = "evo/missing.cu"; },
        "reference.source: 'evo/missing.cu' is not in evo's device library"},
-      {"a define on a scalar", [](Json& j) { j["kernel"]["args"][4]["define"] = "B_DTYPE"; },
-       "kernel.args[4].define: only a tensor's dtype is defined for the source"},
+      {"a define on a scalar", [](Json& j) { j["kernels"][0]["args"][4]["define"] = "B_DTYPE"; },
+       "kernels[0].args[4].define: only a tensor's dtype is defined for the source"},
       {"a define that is not an identifier",
-       [](Json& j) { j["kernel"]["args"][0]["define"] = "1Q"; },
-       "kernel.args[0].define: '1Q' is not an identifier"},
+       [](Json& j) { j["kernels"][0]["args"][0]["define"] = "1Q"; },
+       "kernels[0].args[0].define: '1Q' is not an identifier"},
       {"an argument's define naming a knob",
-       [](Json& j) { j["kernel"]["args"][0]["define"] = "BLOCK_M"; },
-       "kernel.args[0].define: 'BLOCK_M' is a knob or problem define"},
+       [](Json& j) { j["kernels"][0]["args"][0]["define"] = "BLOCK_M"; },
+       "kernels[0].args[0].define: 'BLOCK_M' is a knob or problem define"},
       {"an argument's define naming a problem define",
        [](Json& j) { j["reference"]["args"][0]["define"] = "HEAD_DIM"; },
        "reference.args[0].define: 'HEAD_DIM' is a knob or problem define"},
@@ -88,15 +126,15 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
        "reference.args[1].define: 'REF_Q' is the define of Q already"},
       {"a reference launch using a knob", [](Json& j) { j["reference"]["grid"][0] = "BLOCK_M"; },
        "reference.grid[0]: unknown name 'BLOCK_M'"},
-      {"a block size using the device", [](Json& j) { j["kernel"]["block"][0] = "NUM_SMS"; },
-       "kernel.block[0]: unknown name 'NUM_SMS'"},
+      {"a block size using the device", [](Json& j) { j["kernels"][0]["block"][0] = "NUM_SMS"; },
+       "kernels[0].block[0]: unknown name 'NUM_SMS'"},
       {"a grid of two dimensions",
        [](Json& j) {
-         j["kernel"]["grid"] = Json::array({"1", "1"});
+         j["kernels"][0]["grid"] = Json::array({"1", "1"});
        },
-       "kernel.grid: expected three expressions"},
-      {"an unknown argument kind", [](Json& j) { j["kernel"]["args"][0]["kind"] = "inout"; },
-       "kernel.args[0].kind: expected input, output, scratch, scalar or tensor_map"},
+       "kernels[0].grid: expected three expressions"},
+      {"an unknown argument kind", [](Json& j) { j["kernels"][0]["args"][0]["kind"] = "inout"; },
+       "kernels[0].args[0].kind: expected input, output, scratch, scalar or tensor_map"},
       {"an upper arch bound below the lower", [](Json& j) { j["max_sm"] = 75; },
        "max_sm: expected at least min_sm"},
       {"arch_specific that is not a boolean", [](Json& j) { j["arch_specific"] = 1; },
@@ -132,41 +170,117 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
       {"a check problem on an unknown name",
        [](Json& j) { j["correctness"]["problems"][0]["S_q"] = "S + 1"; },
        "correctness.problems[0].S_q: unknown name 'S'"},
-      {"a compile-time parameter without values", [](Json& j) { j["problem"][4].erase("values"); },
+      {"a compile-time parameter without values",
+       [](Json& j) { j["problem"][ProblemIndex(j, "D")].erase("values"); },
        "a compile-time parameter (with a define) needs a list of values"},
       {"a uniform fill of an f16 input",
        [](Json& j) {
-         j["kernel"]["args"][0]["uniform"] = Json::array({0.5, 2.0});
+         j["kernels"][0]["args"][0]["uniform"] = Json::array({0.5, 2.0});
        },
-       "kernel.args[0].uniform: only f32 inputs can be filled uniformly"},
+       "kernels[0].args[0].uniform: only f32 inputs can be filled uniformly"},
       {"an empty uniform range",
        [](Json& j) {
-         j["kernel"]["args"][0]["uniform"] = Json::array({2.0, 2.0});
+         j["kernels"][0]["args"][0]["uniform"] = Json::array({2.0, 2.0});
        },
-       "kernel.args[0].uniform: expected [lo, hi] with lo < hi"},
+       "kernels[0].args[0].uniform: expected [lo, hi] with lo < hi"},
       {"starting points in the manifest",
        [](Json& j) {
          j["starting_points"] = Json::array({Json{{"BLOCK_M", 128}}});
        },
        "starting_points: starting points belong in the template folder's starting_points.json"},
-      {"an argument under a knob", [](Json& j) { j["kernel"]["args"][0]["when"] = "FAST_EXP"; },
-       "kernel.args[0].when: unknown name 'FAST_EXP'"},
+      {"an argument under a knob", [](Json& j) { j["kernels"][0]["args"][0]["when"] = "FAST_EXP"; },
+       "kernels[0].args[0].when: unknown name 'FAST_EXP'"},
       {"an argument named twice",
        [](Json& j) {
-         Json copy = j["kernel"]["args"][0];
+         Json copy = j["kernels"][0]["args"][0];
          copy["when"] = "CAUSAL";
-         j["kernel"]["args"].push_back(copy);
+         j["kernels"][0]["args"].push_back(copy);
        },
-       "kernel.args[8]: 'Q' appears twice, not each under its own \"when\""},
+       "]: 'Q' appears twice, not each under its own \"when\""},
       {"a uniform fill of a scalar",
        [](Json& j) {
-         j["kernel"]["args"][4]["uniform"] = Json::array({1, 2});
+         j["kernels"][0]["args"][4]["uniform"] = Json::array({1, 2});
        },
-       "kernel.args[4].uniform: a scalar is not filled"},
+       "kernels[0].args[4].uniform: a scalar is not filled"},
+      {"both \"kernel\" and \"kernels\"", [](Json& j) { j["kernel"] = j["kernels"][0]; },
+       "give \"kernel\" (one kernel) or \"kernels\" (several), not both"},
+      {"neither \"kernel\" nor \"kernels\"", [](Json& j) { j.erase("kernels"); },
+       "missing \"kernel\" (or \"kernels\", several launched in order)"},
+      {"an empty list of kernels", [](Json& j) { j["kernels"] = Json::array(); },
+       "kernels: expected at least one kernel"},
+      {"a first kernel that may not run", [](Json& j) { j["kernels"][0]["when"] = "PERSISTENT"; },
+       "kernels[0].when: the first kernel of a template always runs"},
+      {"a second kernel from another source",
+       [](Json& j) { AddKernel(j, "evo_test_other")["source"] = "evo/attention_reference.cu"; },
+       ".source: the kernels of a template are entries of one source ('sdpa_fp16.cu'), compiled "
+       "once"},
+      {"an entry launched twice",
+       [](Json& j) { AddKernel(j, j["kernels"][0]["entry"].get<std::string>()); },
+       ".entry: 'sdpa_fp16_fwd' is launched twice in one call"},
+      {"a tensor of one name with another dtype in a later kernel",
+       [](Json& j) { AddKernel(j, "evo_test_second")["args"][0]["dtype"] = "bf16"; },
+       "'Q' differs from the argument of that name in kernels[0] (kind, dtype, shape and zeroing "
+       "must agree: it is the same memory)"},
+      {"a tensor of one name with another shape in a later kernel",
+       [](Json& j) {
+         AddKernel(j, "evo_test_second")["args"][0]["shape"] = Json::array({"B", "H", "S_q"});
+       },
+       "'Q' differs from the argument of that name in kernels[0]"},
+      {"a tensor of one name of another kind in a later kernel",
+       [](Json& j) { AddKernel(j, "evo_test_second")["args"][0]["kind"] = "output"; },
+       "'Q' differs from the argument of that name in kernels[0]"},
+      {"scratch of one name zeroed differently in two kernels",
+       [](Json& j) {
+         j["kernels"][0]["args"].push_back(Scratch("Counters", "i32", "once"));
+         AddKernel(j, "evo_test_second")["args"].back()["zero"] = "each_call";
+       },
+       "'Counters' differs from the argument of that name in kernels[0]"},
+      {"scratch of an unknown dtype",
+       [](Json& j) { j["kernels"][0]["args"].push_back(Scratch("Acc", "fp8e4m3", "never")); },
+       "]: unknown scratch dtype fp8e4m3 (f16, bf16, f32 or i32)"},
+      {"scratch zeroed at an unknown time",
+       [](Json& j) { j["kernels"][0]["args"].push_back(Scratch("Acc", "f32", "twice")); },
+       "].zero: 'twice' is not one of never, once, each_call"},
+      {"scratch without a shape",
+       [](Json& j) {
+         Json scratch = Scratch("Acc", "f32", "once");
+         scratch["shape"] = Json::array();
+         j["kernels"][0]["args"].push_back(scratch);
+       },
+       "].shape: expected at least one dimension"},
+      {"scratch filled like an input",
+       [](Json& j) {
+         Json scratch = Scratch("Acc", "f32", "once");
+         scratch["uniform"] = Json::array({0, 1});
+         j["kernels"][0]["args"].push_back(scratch);
+       },
+       "].uniform: scratch is neither filled nor read by the reference"},
+      {"\"zero\" on an input", [](Json& j) { j["kernels"][0]["args"][0]["zero"] = "once"; },
+       "kernels[0].args[0].zero: only a scratch argument is zeroed"},
+      {"scratch in the reference",
+       [](Json& j) { j["reference"]["args"].push_back(Scratch("Acc", "f32", "once")); },
+       ".kind: the reference kernel takes inputs and outputs, no scratch"},
+      {"a reference that may not run", [](Json& j) { j["reference"]["when"] = "CAUSAL"; },
+       "reference.when: the reference kernel always runs"},
+      {"a default expression on a compile-time parameter",
+       [](Json& j) { j["problem"][ProblemIndex(j, "D")]["default"] = "64"; },
+       ".default: a compile-time parameter has a constant default"},
+      {"a default expression naming a later parameter",
+       [](Json& j) { j["problem"][ProblemIndex(j, "B")]["default"] = "H"; },
+       ".default: unknown name 'H'"},
+      {"a check_doc without a check",
+       [](Json& j) { j["problem"][ProblemIndex(j, "H")]["check_doc"] = "heads come in pairs"; },
+       ".check_doc: documents a \"check\", which is missing"},
+      {"a check that the default problem breaks",
+       [](Json& j) { j["problem"][ProblemIndex(j, "H")]["check"] = "H % 3 == 0"; },
+       ".check: the default problem breaks it"},
+      {"a check naming a later parameter",
+       [](Json& j) { j["problem"][ProblemIndex(j, "B")]["check"] = "B <= H"; },
+       ".check: unknown name 'H'"},
   };
   for (const Case& c : cases) {
     SECTION(c.what) {
-      Json json = SdpaManifestJson();
+      Json json = SdpaKernelsJson();
       c.breakage(json);
       REQUIRE_THROWS_WITH(Parse(json), Catch::Contains(c.message));
     }
@@ -189,33 +303,109 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
   }
 }
 
-TEST_CASE("an f32 input may be filled uniformly, fp8 inputs are known", "[manifest]") {
-  Json json = SdpaManifestJson();
-  json["kernel"]["args"].push_back({{"name", "K_scale"},
-                                    {"kind", "input"},
-                                    {"dtype", "f32"},
-                                    {"shape", {"B", "H"}},
-                                    {"uniform", {0.25, 4}}});
-  json["kernel"]["args"].push_back({{"name", "K8"},
-                                    {"kind", "input"},
-                                    {"dtype", "fp8e4m3"},
-                                    {"shape", {"B", "H", "S_kv", "D"}}});
+TEST_CASE("a call of several kernels parses with its kernels, their conditions and scratch",
+          "[manifest]") {
+  Json json = SdpaKernelsJson();
+  const size_t before = json["kernels"].size();
+  json["kernels"][0]["args"].push_back(Scratch("Partial", "f32", "never"));
+  json["kernels"][0]["args"].push_back(Scratch("Counters", "i32", "once"));
+  Json& combine = AddKernel(json, "evo_test_combine");
+  combine["when"] = "PERSISTENT && CAUSAL";
+  combine["grid"] = Json::array({"B * H", "1", "1"});
+  combine["args"].push_back(Scratch("Sums", "bf16", "each_call"));
   const Manifest manifest = Parse(json);
-  REQUIRE(manifest.main_kernel().args.size() == 10);
-  REQUIRE(manifest.main_kernel().args[8].uniform);
-  CHECK(manifest.main_kernel().args[8].uniform->first == 0.25);
-  CHECK(manifest.main_kernel().args[8].uniform->second == 4.0);
-  CHECK_FALSE(manifest.main_kernel().args[9].uniform);
-  CHECK(manifest.main_kernel().args[9].dtype == "fp8e4m3");
+  REQUIRE(manifest.kernels.size() == before + 1);
+  CHECK(manifest.main_kernel().entry == "sdpa_fp16_fwd");
+  CHECK_FALSE(manifest.main_kernel().when);
+  const KernelSpec& last = manifest.kernels.back();
+  CHECK(last.entry == "evo_test_combine");
+  CHECK(last.source_path == manifest.main_kernel().source_path);
+  REQUIRE(last.when);
+  CHECK(last.when->text() == "PERSISTENT && CAUSAL");
+  CHECK(last.LaunchedFor({{"PERSISTENT", 1}, {"CAUSAL", 1}}));
+  CHECK_FALSE(last.LaunchedFor({{"PERSISTENT", 1}, {"CAUSAL", 0}}));
+  CHECK(manifest.main_kernel().LaunchedFor({}));
+  std::map<std::string, const KernelArgSpec*> scratch;
+  for (const KernelArgSpec& arg : last.args) {
+    if (arg.kind == KernelArgSpec::Kind::kScratch) scratch[arg.name] = &arg;
+  }
+  for (const char* name : {"Partial", "Counters", "Sums"}) REQUIRE(scratch.contains(name));
+  CHECK(scratch["Partial"]->zero == ScratchZero::kNever);
+  CHECK(scratch["Partial"]->dtype == "f32");
+  CHECK(scratch["Counters"]->zero == ScratchZero::kOnce);
+  CHECK(scratch["Counters"]->dtype == "i32");
+  CHECK(scratch["Sums"]->zero == ScratchZero::kEachCall);
+  CHECK(scratch["Sums"]->is_tensor());
+  REQUIRE(scratch["Sums"]->shape.size() == 2);
+  CHECK(scratch["Sums"]->shape[0].text() == "B");
+  // Scratch without "zero" is never zeroed.
+  json["kernels"][0]["args"].push_back(Scratch("Spare", "f16", "never"));
+  json["kernels"][0]["args"].back().erase("zero");
+  CHECK(Parse(json).main_kernel().args.back().zero == ScratchZero::kNever);
+}
+
+TEST_CASE("a problem default may follow an earlier parameter, and a check refuses problems",
+          "[manifest]") {
+  Json json = SdpaKernelsJson();
+  // H_kv after H, as grouped-query attention has it (replacing one the template may have).
+  Json h_kv = {{"name", "H_kv"},
+               {"min", 1},
+               {"default", "H"},
+               {"check", "H % H_kv == 0"},
+               {"check_doc", "each KV head serves a whole group of query heads"},
+               {"doc", "key/value heads"}};
+  Json& problem = json["problem"];
+  for (size_t i = 0; i < problem.size(); ++i) {
+    if (problem[i]["name"] == "H_kv") problem.erase(i);
+  }
+  problem.insert(problem.begin() + static_cast<std::ptrdiff_t>(ProblemIndex(json, "H") + 1), h_kv);
+  const Manifest manifest = Parse(json);
+  const ProblemParamSpec* param = manifest.FindProblemParam("H_kv");
+  REQUIRE(param != nullptr);
+  REQUIRE(param->default_expr);
+  CHECK(param->default_value == 8);  // the default problem's H
+
+  CHECK(DefaultProblem(manifest).at("H_kv") == 8);
+  CHECK(CompleteProblem(manifest, {{"H", 32}}).at("H_kv") == 32);
+  const Problem grouped = CompleteProblem(manifest, {{"H", 32}, {"H_kv", 4}});
+  CHECK(grouped.at("H_kv") == 4);
+  CHECK(grouped.at("B") == 2);
+  CHECK_NOTHROW(CheckProblem(manifest, grouped));
+  CHECK_THROWS_WITH(CheckProblem(manifest, CompleteProblem(manifest, {{"H", 32}, {"H_kv", 3}})),
+                    Catch::Contains("of template sdpa_fp16 breaks H % H_kv == 0 (each KV head "
+                                    "serves a whole group of query heads)") &&
+                        Catch::Contains("H=32") && Catch::Contains("H_kv=3"));
+}
+
+TEST_CASE("an f32 input may be filled uniformly, fp8 inputs are known", "[manifest]") {
+  Json json = SdpaKernelsJson();
+  json["kernels"][0]["args"].push_back({{"name", "K_scale"},
+                                        {"kind", "input"},
+                                        {"dtype", "f32"},
+                                        {"shape", {"B", "H"}},
+                                        {"uniform", {0.25, 4}}});
+  json["kernels"][0]["args"].push_back({{"name", "K8"},
+                                        {"kind", "input"},
+                                        {"dtype", "fp8e4m3"},
+                                        {"shape", {"B", "H", "S_kv", "D"}}});
+  const Manifest manifest = Parse(json);
+  const std::vector<KernelArgSpec>& args = manifest.main_kernel().args;
+  REQUIRE(args.size() >= 10);
+  const KernelArgSpec& scale = args[args.size() - 2];
+  REQUIRE(scale.uniform);
+  CHECK(scale.uniform->first == 0.25);
+  CHECK(scale.uniform->second == 4.0);
+  CHECK_FALSE(args.back().uniform);
+  CHECK(args.back().dtype == "fp8e4m3");
 }
 
 TEST_CASE("arguments may depend on compile-time problem parameters", "[manifest]") {
-  Json json = SdpaManifestJson();
-  Json fp8_q = json["kernel"]["args"][0];
+  Json json = SdpaKernelsJson();
+  Json fp8_q = json["kernels"][0]["args"][0];
   fp8_q["dtype"] = "fp8e4m3";
   fp8_q["when"] = "CAUSAL";
-  json["kernel"]["args"][0]["when"] = "!CAUSAL";
-  json["kernel"]["args"].push_back(fp8_q);
+  json["kernels"][0]["args"][0]["when"] = "!CAUSAL";
+  json["kernels"][0]["args"].push_back(fp8_q);
   const Manifest manifest = Parse(json);
   const auto dtype_of_q = [&manifest](int64_t causal) {
     Bindings bindings = {{"CAUSAL", causal}};
