@@ -470,8 +470,8 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           float* o_row = partials.o + row * HEAD_DIM + 2 * quad;
 #pragma unroll
           for (int df = 0; df < HEAD_DIM / 8; ++df) {
-            evo::st_global_v2_f32(o_row + 8 * df, acc[4 * df + 2 * h] * inv,
-                                  acc[4 * df + 2 * h + 1] * inv);
+            *reinterpret_cast<float2*>(o_row + 8 * df) =
+                make_float2(acc[4 * df + 2 * h] * inv, acc[4 * df + 2 * h + 1] * inv);
           }
           if (quad == 0) partials.lse[row] = evo::split_lse(row_max[h], l, kScale2);
         }
