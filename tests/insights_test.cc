@@ -5,15 +5,14 @@
 #include <functional>
 
 #include "engine/search_space.h"
+#include "tests/sdpa_variants.h"
 #include "tests/test_support.h"
 
 namespace evo {
 namespace {
 
-const Manifest& SdpaManifest() {
-  static const TemplateLibrary library = TemplateLibrary::Load({});
-  return library.Find("sdpa_fp16").manifest;
-}
+// Without the split-KV knobs, whose values only matter for grouped heads and short queries.
+const Manifest& SdpaManifest() { return test::SdpaManifestWithoutSplitKnobs(); }
 
 // Made-up compile figures of a configuration: registers grow with each warp's rows, shared
 // memory with the tiles and stages, as in sdpa_fp16.

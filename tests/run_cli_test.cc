@@ -315,7 +315,8 @@ TEST_CASE("evo export writes a cubin, its source and a launch description", "[cl
   const auto launch = nlohmann::json::parse(*TryReadFile(out / "launch.json"));
   CHECK(launch["entry"] == "sdpa_fp16_fwd");
   CHECK(launch["block"] == nlohmann::json::array({256, 1, 1}));
-  CHECK(launch["params"].size() == 8);
+  // Q, K, V, O, B, H, H_kv, S_q, S_kv and the split-KV scratch O_partial, LSE_partial, arrivals.
+  CHECK(launch["params"].size() == 12);
   CHECK(launch["params"][0]["name"] == "Q");
   CHECK(launch["params"][0]["shape"] == nlohmann::json::array({2, 8, 512, 64}));
   CHECK(launch["params"][4]["value"] == 2);

@@ -9,6 +9,9 @@
 namespace evo::test {
 
 const std::vector<SdpaBreakage>& SdpaBreakages() {
+  // The line of the non-persistent kernel where its work item is known.
+  static const std::string kItemLine =
+      "                        static_cast<int>(blockIdx.x) % SPLITS};\n";
   static const std::vector<SdpaBreakage> breakages = {
       {"skips_last_kv_tile",
        "return evo::causal_kv_tiles<BLOCK_M, BLOCK_N, IS_CAUSAL>(m_tile, S_q, S_kv);",
@@ -24,23 +27,52 @@ const std::vector<SdpaBreakage>& SdpaBreakages() {
       {"never_terminates", "const unsigned smem_base = evo::smem_u32(smem);",
        "while (clock64() >= 0) {\n  }\n  const unsigned smem_base = evo::smem_u32(smem);"},
       // Tampering the gates catch by the guard zones and the input checksums, not by the output.
-      {"writes_past_end_on_partial_tile", "  const int bh = blockIdx.z * H + blockIdx.y;\n",
-       "  const int bh = blockIdx.z * H + blockIdx.y;\n"
-       "  if (S_q % BLOCK_M != 0 && m_tile == num_m_tiles - 1 && bh == B * H - 1 &&\n"
-       "      threadIdx.x == 0) {\n"
-       "    O[static_cast<long long>(B) * H * S_q * HEAD_DIM] = 0x3c00;\n"
-       "  }\n"},
-      {"writes_before_start", "  const int bh = blockIdx.z * H + blockIdx.y;\n",
-       "  const int bh = blockIdx.z * H + blockIdx.y;\n"
-       "  if (m_tile == 0 && bh == 0 && threadIdx.x == 0) O[-1] = 0x3c00;\n"},
+      {"writes_past_end_on_partial_tile", kItemLine,
+       kItemLine +
+           "  if (S_q % BLOCK_M != 0 && m_tile == shape.m_tiles - 1 && item.batch == B - 1 &&\n"
+           "      item.group == shape.groups - 1 && threadIdx.x == 0) {\n"
+           "    O[static_cast<long long>(B) * H * S_q * HEAD_DIM] = 0x3c00;\n"
+           "  }\n"},
+      {"writes_before_start", kItemLine,
+       kItemLine +
+           "  if (m_tile == 0 && item.batch == 0 && item.group == 0 && threadIdx.x == 0) O[-1] = "
+           "0x3c00;\n"},
       // One ulp of one key: the output moves far less than the tolerance.
-      {"writes_into_k", "  const int bh = blockIdx.z * H + blockIdx.y;\n",
-       "  const int bh = blockIdx.z * H + blockIdx.y;\n"
-       "  if (m_tile == 0 && bh == 0 && threadIdx.x == 0) const_cast<unsigned short*>(K)[0] ^= "
-       "1;\n"},
+      {"writes_into_k", kItemLine,
+       kItemLine +
+           "  if (m_tile == 0 && item.batch == 0 && item.group == 0 && threadIdx.x == 0) {\n"
+           "    const_cast<unsigned short*>(K)[0] ^= 1;\n"
+           "  }\n"},
       {"hangs_when_causal", "const unsigned smem_base = evo::smem_u32(smem);",
        "while (IS_CAUSAL && clock64() >= 0) {\n  }\n  const unsigned smem_base = "
        "evo::smem_u32(smem);"},
+      // Split-KV (evo/split_kv.cuh, both ways of combining): the combine leaves out the last
+      // split, which alone owns the keys where S_kv has fewer tiles than splits...
+      {"combine_drops_last_split",
+       "for (int s = 0; s < Splits; ++s) {",
+       "for (int s = 0; s < Splits - 1; ++s) {",
+       "split_kv.cuh",
+       {"SPLITS=4", "SPLITS=4 LAST_CTA_COMBINES=1"}},
+      // ...or averages the partial outputs instead of weighing them by their log-sum-exps.
+      {"combine_ignores_lse",
+       "const float w = __shfl_sync(0xffffffffu, weight, s);",
+       "const float w = weight_sum / Splits;",
+       "split_kv.cuh",
+       {"SPLITS=4", "SPLITS=4 LAST_CTA_COMBINES=1"}},
+      // Grouped-query attention: query head h reads KV head h % H_kv instead of h / (H / H_kv),
+      // one head per tile...
+      {"wrong_kv_head",
+       "  return item.group / shape.G;",
+       "  return item.group % shape.H_kv;",
+       "",
+       {"", "SPLITS=2"}},
+      // ...and with the query heads of a KV head packed into one tile (the tile of KV head k
+      // holds query heads k, k + H_kv, ...: again h % H_kv).
+      {"packs_wrong_query_heads",
+       "  const int head = item.group * shape.G + p % shape.G;",
+       "  const int head = item.group + (p % shape.G) * shape.H_kv;",
+       "",
+       {"PACK_GQA=1", "PACK_GQA=1 SPLITS=2 LAST_CTA_COMBINES=1"}},
   };
   return breakages;
 }
@@ -100,8 +132,26 @@ void WriteTemplateVariantWithBrokenHeader(const std::filesystem::path& folder,
 }
 
 void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage) {
-  WriteTemplateVariant(folder, "sdpa_fp16", BrokenSdpaName(breakage), breakage.find,
-                       breakage.replace);
+  if (breakage.header.empty()) {
+    WriteTemplateVariant(folder, "sdpa_fp16", BrokenSdpaName(breakage), breakage.find,
+                         breakage.replace);
+  } else {
+    WriteTemplateVariantWithBrokenHeader(folder, "sdpa_fp16", BrokenSdpaName(breakage),
+                                         breakage.header, breakage.find, breakage.replace);
+  }
+}
+
+const Manifest& SdpaManifestWithoutSplitKnobs() {
+  static const Manifest manifest = [] {
+    Manifest pinned = TemplateLibrary::Load({}).Find("sdpa_fp16").manifest;
+    for (KnobSpec& knob : pinned.knobs) {
+      if (knob.name == "SPLITS" || knob.name == "PACK_GQA" || knob.name == "LAST_CTA_COMBINES") {
+        knob.values = {knob.default_value};
+      }
+    }
+    return pinned;
+  }();
+  return manifest;
 }
 
 }  // namespace evo::test

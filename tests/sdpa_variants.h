@@ -4,13 +4,22 @@
 #include <string>
 #include <vector>
 
+#include "kernel_templates/manifest.h"
+
 namespace evo::test {
 
-// One textual change to the real sdpa_fp16 source that breaks it in a known way.
+// One textual change to the real sdpa_fp16 source, or to its copy of a device library header,
+// that breaks it in a known way.
 struct SdpaBreakage {
   std::string name;
-  std::string find;  // must occur exactly once in the source
+  std::string find;  // must occur exactly once in the source (or the header)
   std::string replace;
+  // Empty: the change is to sdpa_fp16.cu. Else a header of the device library ("split_kv.cuh"
+  // for "evo/split_kv.cuh"), which the variant includes from its own broken copy.
+  std::string header;
+  // Knob settings (KNOB=VALUE ...) under which the broken code runs and the gates must reject
+  // it, each compiled on any machine; empty: the defaults.
+  std::vector<std::string> settings;
 };
 
 // The deliberately broken variants the gates must reject.
@@ -37,7 +46,13 @@ void WriteTemplateVariantWithBrokenHeader(const std::filesystem::path& folder,
                                           const std::string& header, const std::string& find,
                                           const std::string& replace);
 
-// WriteTemplateVariant of sdpa_fp16 with `breakage`, named BrokenSdpaName(breakage).
+// WriteTemplateVariant (or WriteTemplateVariantWithBrokenHeader, for a header's breakage) of
+// sdpa_fp16 with `breakage`, named BrokenSdpaName(breakage).
 void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage);
+
+// sdpa_fp16's manifest with its split-KV and grouped-query knobs (SPLITS, PACK_GQA,
+// LAST_CTA_COMBINES) pinned to their defaults: the space of its other knobs (5120
+// configurations), which the engine's tests count and search as they did before those knobs.
+const Manifest& SdpaManifestWithoutSplitKnobs();
 
 }  // namespace evo::test

@@ -6,15 +6,14 @@
 #include <set>
 
 #include "common/error.h"
+#include "tests/sdpa_variants.h"
 #include "tests/test_support.h"
 
 namespace evo {
 namespace {
 
-const Manifest& SdpaManifest() {
-  static const TemplateLibrary library = TemplateLibrary::Load({});
-  return library.Find("sdpa_fp16").manifest;
-}
+// Without the split-KV knobs, whose values only matter for grouped heads and short queries.
+const Manifest& SdpaManifest() { return test::SdpaManifestWithoutSplitKnobs(); }
 
 Problem SdpaProblem(int64_t head_dim) {
   Problem problem = DefaultProblem(SdpaManifest());

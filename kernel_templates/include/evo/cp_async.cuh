@@ -52,6 +52,29 @@ __device__ __forceinline__ void load_rows_async(unsigned smem_tile, const T* __r
   }
 }
 
+// load_rows_async for rows that are not evenly spaced in memory (query rows of several heads
+// packed into one tile): row_src(r) is the address of tile row r's first element, or nullptr for
+// a row to zero-fill, whose copy then names `fallback` (any valid address) and reads nothing.
+template <int Rows, int RowElements, int Loaders, class T, class RowSource, class Offset>
+__device__ __forceinline__ void load_rows_async_gather(unsigned smem_tile, RowSource row_src,
+                                                       const T* fallback, int tid, Offset offset) {
+  constexpr int kChunkElements = 16 / static_cast<int>(sizeof(T));
+  static_assert(RowElements % kChunkElements == 0, "rows are copied in 16-byte chunks");
+  constexpr int kChunksPerRow = RowElements / kChunkElements;
+  constexpr int kChunks = Rows * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < (kChunks + Loaders - 1) / Loaders; ++i) {
+    const int idx = i * Loaders + tid;
+    if (kChunks % Loaders == 0 || idx < kChunks) {
+      const int r = idx / kChunksPerRow;
+      const int c = idx % kChunksPerRow;
+      const T* row = row_src(r);
+      const T* p = row != nullptr ? row + c * kChunkElements : fallback;
+      cp_async_16(smem_tile + offset(r, c), p, row != nullptr ? 16 : 0);
+    }
+  }
+}
+
 // A ring of Stages shared-memory buffers that cp.async fills with consecutive tiles of a loop,
 // tile j in buffer j % Stages; load(tile, buffer) issues one tile's copies. Every step commits
 // one group, empty ones too, so that waiting for all but Stages - 2 groups always means "tile j

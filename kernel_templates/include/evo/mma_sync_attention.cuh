@@ -6,6 +6,7 @@
 #pragma once
 
 #include "evo/core.cuh"
+#include "evo/cp_async.cuh"
 #include "evo/mma_sync.cuh"
 #include "evo/online_softmax.cuh"
 
@@ -43,6 +44,37 @@ struct WarpTiling {
 template <int HeadDim>
 __device__ __forceinline__ unsigned swizzle(int r, int c) {
   return static_cast<unsigned>((r * HeadDim + ((c ^ (r & 7)) << 3)) * 2);
+}
+
+// Copies rows [row0, row0 + Rows) of a [num_rows][HeadDim] fp16 matrix into a tile in the
+// layout of swizzle<HeadDim> (what cp_async.cuh's load_rows_async does with that offset), with
+// few registers when each of the Loaders threads issues many copies (one or two warps loading a
+// whole K/V tile). A thread keeps one 16-byte column c of rows r0, r0 + RowStep, ...
+// (RowStep = Loaders / chunks per row, r0 < RowStep, both powers of two), so row r0 + s has
+// (r & 7) = (r0 & 7) ^ (s & 7), and its chunk sits at swizzle(r0, c) ^ ((s & 7) << 4), plus s
+// rows: at most 8 distinct lane offsets, the rest immediates. Rows past num_rows are zero-filled
+// from a valid address.
+template <int Rows, int HeadDim, int Loaders>
+__device__ __forceinline__ void load_swizzled_rows_async(unsigned smem_tile,
+                                                         const unsigned short* __restrict__ src,
+                                                         int row0, int num_rows, int tid) {
+  constexpr int kChunksPerRow = HeadDim / 8;
+  static_assert(Loaders % kChunksPerRow == 0, "every loader keeps one column of 16 bytes");
+  constexpr int kRowStep = Loaders / kChunksPerRow;
+  static_assert((kRowStep & (kRowStep - 1)) == 0, "Loaders / (HeadDim / 8) must be a power of 2");
+  const int c = tid % kChunksPerRow;
+  const int r0 = tid / kChunksPerRow;
+  const unsigned lane_offset = swizzle<HeadDim>(r0, c);
+  const int rows_left = num_rows - row0 - r0;  // this thread's rows s < rows_left exist
+  const unsigned short* lane_src = src + static_cast<long long>(row0 + r0) * HeadDim + c * 8;
+#pragma unroll
+  for (int s = 0; s < Rows; s += kRowStep) {
+    if (Rows % kRowStep == 0 || r0 + s < Rows) {
+      const bool valid = s < rows_left;
+      const unsigned dst = smem_tile + ((lane_offset ^ ((s & 7) << 4)) + s * HeadDim * 2);
+      cp_async_16(dst, valid ? lane_src + s * HeadDim : src, valid ? 16 : 0);
+    }
+  }
 }
 
 // The row and 16-byte chunk (within a k16 step) that a lane addresses for ldmatrix.x4; lane l
@@ -230,6 +262,100 @@ __device__ __forceinline__ void warp_store_output(const float (&acc)[MFrags][Hea
       unsigned v[4];
       ld_shared_v4(v, stage_smem + swizzle<HeadDim>(r, c));
       st_global_v4(o_head + static_cast<long long>(row) * HeadDim + c * 8, v);
+    }
+  }
+}
+
+// The first half of warp_store_output, for the stores below: O = numerator * acc / l for the
+// warp's rows, staged as fp16 in its own rows of the swizzled tile at stage_smem.
+template <int MFrags, int HeadDim>
+__device__ __forceinline__ void warp_stage_output(const float (&acc)[MFrags][HeadDim / 8][4],
+                                                  const float (&row_sum)[MFrags][2],
+                                                  float numerator, unsigned stage_smem,
+                                                  int warp_row0, int group, int quad) {
+  float inv_sum[MFrags][2];
+#pragma unroll
+  for (int mf = 0; mf < MFrags; ++mf) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float l = quad_sum(row_sum[mf][h]);
+      inv_sum[mf][h] = l > 0.f ? numerator / l : 0.f;
+    }
+  }
+  __syncwarp();
+#pragma unroll
+  for (int mf = 0; mf < MFrags; ++mf) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp_row0 + mf * 16 + group + h * 8;
+#pragma unroll
+      for (int df = 0; df < HeadDim / 8; ++df) {
+        const unsigned v = pack_half2(acc[mf][df][2 * h] * inv_sum[mf][h],
+                                      acc[mf][df][2 * h + 1] * inv_sum[mf][h]);
+        st_shared_b32(stage_smem + swizzle<HeadDim>(r, df) + quad * 4, v);
+      }
+    }
+  }
+  __syncwarp();
+}
+
+// warp_store_output for rows that are not evenly spaced in memory (query rows of several heads
+// packed into one tile): row_dst(r) is the address of tile row r's output row ([HeadDim] fp16),
+// or nullptr for a row not to write.
+template <int MFrags, int HeadDim, class RowDestination>
+__device__ __forceinline__ void warp_store_output_rows(const float (&acc)[MFrags][HeadDim / 8][4],
+                                                       const float (&row_sum)[MFrags][2],
+                                                       float numerator, unsigned stage_smem,
+                                                       int warp_row0, int lane, int group, int quad,
+                                                       RowDestination row_dst) {
+  constexpr int kChunksPerRow = HeadDim / 8;
+  warp_stage_output<MFrags, HeadDim>(acc, row_sum, numerator, stage_smem, warp_row0, group, quad);
+  constexpr int kWarpChunks = MFrags * 16 * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < kWarpChunks / 32; ++i) {
+    const int idx = i * 32 + lane;
+    const int r = warp_row0 + idx / kChunksPerRow;
+    const int c = idx % kChunksPerRow;
+    unsigned short* row = row_dst(r);
+    if (row != nullptr) {
+      unsigned v[4];
+      ld_shared_v4(v, stage_smem + swizzle<HeadDim>(r, c));
+      st_global_v4(row + c * 8, v);
+    }
+  }
+}
+
+// Epilogue of one warp of a split-KV kernel (evo/split_kv.cuh): each row's partial output
+// acc / l in fp32, straight from the accumulators (a quad writes 32 contiguous bytes per n8
+// fragment), l being the row's softmax denominator summed over the quad. row_dst(r) is the
+// address of tile row r's partial row ([HeadDim] fp32), or nullptr for a row not to write; for
+// each row written, lane 0 of its quad calls row_done(r, row_max, l) (the caller stores the
+// row's log-sum-exp). A row that saw no key (l = 0) gets zeros.
+template <int MFrags, int HeadDim, class RowDestination, class RowDone>
+__device__ __forceinline__ void warp_store_partial(const float (&acc)[MFrags][HeadDim / 8][4],
+                                                   const float (&row_max)[MFrags][2],
+                                                   const float (&row_sum)[MFrags][2], int warp_row0,
+                                                   int group, int quad, RowDestination row_dst,
+                                                   RowDone row_done) {
+#pragma unroll
+  for (int mf = 0; mf < MFrags; ++mf) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float l = quad_sum(row_sum[mf][h]);  // the whole warp shuffles, before any branch
+      const int r = warp_row0 + mf * 16 + group + h * 8;
+      float* row = row_dst(r);
+      if (row != nullptr) {
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll
+        for (int df = 0; df < HeadDim / 8; ++df) {
+          const float x = acc[mf][df][2 * h] * inv;
+          const float y = acc[mf][df][2 * h + 1] * inv;
+          asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(row + df * 8 + quad * 2), "f"(x),
+                       "f"(y)
+                       : "memory");
+        }
+        if (quad == 0) row_done(r, row_max[mf][h], l);
+      }
     }
   }
 }
