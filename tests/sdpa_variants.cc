@@ -148,9 +148,20 @@ const Manifest& SdpaManifestWithoutSplitKnobs() {
       return knob == "SPLITS" || knob == "PACK_GQA" || knob == "LAST_CTA_COMBINES";
     };
     Manifest pinned = TemplateLibrary::Load({}).Find("sdpa_fp16").manifest;
-    for (KnobSpec& knob : pinned.knobs) {
-      if (is_split_knob(knob.name)) knob.values = {knob.default_value};
+    // Each becomes a problem parameter of one value, its default: the expressions that read it
+    // still find it, and genomes, their random draws and the fits over knobs are as they were
+    // without it.
+    for (const KnobSpec& knob : pinned.knobs) {
+      if (!is_split_knob(knob.name)) continue;
+      ProblemParamSpec param;
+      param.name = knob.name;
+      param.values = {knob.default_value};
+      param.min = knob.default_value;
+      param.default_value = knob.default_value;
+      param.doc = knob.doc;
+      pinned.problem.push_back(std::move(param));
     }
+    std::erase_if(pinned.knobs, [&](const KnobSpec& knob) { return is_split_knob(knob.name); });
     // The starting points that set them (for decoding) are outside this space.
     std::erase_if(pinned.starting_points, [&](const KnobSettings& point) {
       return std::any_of(point.begin(), point.end(),

@@ -51,9 +51,9 @@ void WriteTemplateVariantWithBrokenHeader(const std::filesystem::path& folder,
 void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& breakage);
 
 // sdpa_fp16's manifest with its split-KV and grouped-query knobs (SPLITS, PACK_GQA,
-// LAST_CTA_COMBINES) pinned to their defaults and without the starting points that set them:
-// the space of its other knobs (5120 configurations), which the engine's tests count and search
-// as they did before those knobs.
+// LAST_CTA_COMBINES) fixed at their defaults, as problem parameters of one value, and without
+// the starting points that set them: the space of its other knobs (5120 configurations), which
+// the engine's tests count and search as they did before those knobs.
 const Manifest& SdpaManifestWithoutSplitKnobs();
 
 }  // namespace evo::test

@@ -1,8 +1,9 @@
 // Flash attention on mma.sync (sm_80+), one warp's share of a tile: fp16 Q, K and V tiles in
 // XOR-swizzled shared memory read by ldmatrix, S = Q K^T and O += P V on m16n8k16 MMAs with fp32
 // accumulators, P kept in registers, and the output written through shared memory in whole
-// 16-byte chunks. A warp owns MFrags m16 blocks of query rows; S has BlockN / 8 n8 fragments
-// per block and O has HeadDim / 8.
+// 16-byte chunks (to evenly spaced rows, or to rows given one by one), or as a split-KV partial
+// in fp32 straight from the accumulators. A warp owns MFrags m16 blocks of query rows; S has
+// BlockN / 8 n8 fragments per block and O has HeadDim / 8.
 #pragma once
 
 #include "evo/core.cuh"
