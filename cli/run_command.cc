@@ -75,7 +75,8 @@ struct EvaluatorSetup {
   std::unique_ptr<CompileCache> cache;
   std::unique_ptr<CachingCompiler> caching;
   std::unique_ptr<CandidateEvaluator> evaluator;
-  GpuPipeline* pipeline = nullptr;  // when the evaluator is the GPU's
+  GpuPipeline* pipeline = nullptr;    // when the evaluator is the GPU's
+  ReplayEvaluator* replay = nullptr;  // when it replays a recording
   ArchInfo arch;
 };
 
@@ -85,9 +86,11 @@ std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
                                               const Problem& problem) {
   auto setup = std::make_unique<EvaluatorSetup>();
   if (!options.replay.empty()) {
-    setup->evaluator =
-        std::make_unique<ReplayEvaluator>(options.replay, kernel_template.manifest, problem,
-                                          std::chrono::milliseconds(options.replay_delay_ms));
+    auto replay = std::make_unique<ReplayEvaluator>(
+        options.replay, kernel_template.manifest, problem,
+        std::chrono::milliseconds(options.replay_delay_ms), kernel_template.source_hash);
+    setup->replay = replay.get();
+    setup->evaluator = std::move(replay);
     setup->arch = ArchByName(setup->evaluator->identity().arch);
     return setup;
   }
@@ -297,7 +300,10 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     if (!options->time_limit.empty()) {
       search_options.time_limit = ParseDuration(options->time_limit, "--time-limit");
     }
-    const SearchSpace space(manifest, run->spec.problem, setup->arch);
+    // A replay searches what its recording measured (knobs the recording predates stay at
+    // their defaults).
+    const Manifest searched = setup->replay ? setup->replay->RecordedSpace(manifest) : manifest;
+    const SearchSpace space(searched, run->spec.problem, setup->arch);
     Search search(store, run->id, space, *setup->evaluator, search_options);
     const bool live = isatty(STDERR_FILENO) != 0;
     const int64_t every = std::max<int64_t>(1, run->spec.budget / 20);

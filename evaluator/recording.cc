@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -173,11 +174,18 @@ void RecordingWriter::Append(const RecordedCandidate& candidate) {
 }
 
 ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path, const Manifest& manifest,
-                                 const Problem& problem, std::chrono::milliseconds delay)
+                                 const Problem& problem, std::chrono::milliseconds delay,
+                                 std::string_view template_hash)
     : recording_(ReadRecording(path)), delay_(delay) {
   RecordingHeader& header = recording_.header;
   if (header.template_name == manifest.name) {
     header.problem = CompleteProblem(manifest, header.problem);
+    if (!recording_.candidates.empty()) {
+      const Genome& recorded = recording_.candidates.begin()->first;
+      for (const KnobSpec& knob : manifest.knobs) {
+        if (!recorded.contains(knob.name)) unrecorded_knobs_.push_back(knob.name);
+      }
+    }
     std::map<Genome, RecordedCandidate> completed;
     for (auto& [genome, candidate] : recording_.candidates) {
       Genome full = genome;
@@ -197,6 +205,33 @@ ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path, const Manife
   identity_.notice = "replaying " + std::to_string(recording_.candidates.size()) +
                      " configurations measured on " + header.identity.device + " at " +
                      header.recorded_at + " (" + header.recorded_by + "): nothing runs on a GPU";
+  if (!template_hash.empty() && template_hash != header.identity.template_hash) {
+    identity_.notice += "; recorded with an earlier version of " + header.template_name + " (" +
+                        header.identity.template_hash.substr(0, 12) + ", today " +
+                        std::string(template_hash.substr(0, 12)) + ")";
+    if (!unrecorded_knobs_.empty()) {
+      std::string knobs;
+      for (const std::string& knob : unrecorded_knobs_) knobs += (knobs.empty() ? "" : ", ") + knob;
+      identity_.notice += ", before " + knobs + " existed: those stay at their defaults";
+    }
+  }
+}
+
+Manifest ReplayEvaluator::RecordedSpace(const Manifest& manifest) const {
+  Manifest space = manifest;
+  for (KnobSpec& knob : space.knobs) {
+    if (std::find(unrecorded_knobs_.begin(), unrecorded_knobs_.end(), knob.name) !=
+        unrecorded_knobs_.end()) {
+      knob.values = {knob.default_value};
+    }
+  }
+  std::erase_if(space.starting_points, [&](const KnobSettings& point) {
+    return std::any_of(point.begin(), point.end(), [&](const auto& setting) {
+      const KnobSpec* knob = space.FindKnob(setting.first);
+      return knob != nullptr && knob->values.size() == 1 && setting.second != knob->values[0];
+    });
+  });
+  return space;
 }
 
 const RecordedCandidate& ReplayEvaluator::Find(const Genome& genome) const {

@@ -68,8 +68,11 @@ class ReplayEvaluator final : public CandidateEvaluator {
   // (parameter) at its default: its configurations and problem are completed with the
   // manifest's defaults, which is exact where the new knob's default leaves the kernel as it
   // was recorded.
+  // `template_hash`, where given, is the template's version today: a recording of another
+  // version says so in the notice (its figures are of the kernel as it was then).
   ReplayEvaluator(const std::filesystem::path& path, const Manifest& manifest,
-                  const Problem& problem, std::chrono::milliseconds delay = {});
+                  const Problem& problem, std::chrono::milliseconds delay = {},
+                  std::string_view template_hash = {});
 
   const EvaluatorIdentity& identity() const override { return identity_; }
   void Prefetch(const std::vector<Genome>&) override {}
@@ -80,10 +83,16 @@ class ReplayEvaluator final : public CandidateEvaluator {
 
   size_t size() const { return recording_.candidates.size(); }
 
+  // The space the recording measured: `manifest` with each knob the recording predates pinned to
+  // its default (its domain that value alone), and the starting points that set such a knob to
+  // another value left out. A replayed search searches this space, every point of it recorded.
+  Manifest RecordedSpace(const Manifest& manifest) const;
+
  private:
   const RecordedCandidate& Find(const Genome& genome) const;
 
   Recording recording_;
+  std::vector<std::string> unrecorded_knobs_;  // knobs the recording predates
   EvaluatorIdentity identity_;
   std::chrono::milliseconds delay_;
   std::map<Genome, size_t> remeasured_;

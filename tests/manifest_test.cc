@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "evaluator/recording.h"
 #include "kernel_templates/genome.h"
 #include "kernel_templates/template_library.h"
 #include "tests/test_support.h"
@@ -496,17 +497,30 @@ TEST_CASE("starting points: read from their own file, checked against the knobs"
   }
 }
 
-TEST_CASE("the replay recording is of sdpa_fp16 as it is now; its starting points are loaded",
+TEST_CASE("the replay recording is of sdpa_fp16; a replay says when it predates today's version",
           "[manifest]") {
   const TemplateLibrary library = TemplateLibrary::Load({});
   const KernelTemplate& sdpa = library.Find("sdpa_fp16");
   CHECK(sdpa.manifest.starting_points.size() >= 2);
-  // A kernel or manifest change needs a new recording (evo sweep on the H100); the starting
-  // points live outside the hash, so changing them does not.
+  // A kernel or manifest change makes the recording a landscape of the template as it was: the
+  // replay says so, and searches only what it measured (split-KV came after it).
   const std::string recording =
       ReadFile(test::SourceDir() / "tests" / "data" / "sdpa_fp16_h100_2x8x512x64.jsonl");
   const Json header = Json::parse(recording.substr(0, recording.find('\n')));
-  CHECK(header.at("template_hash").get<std::string>() == sdpa.source_hash);
+  CHECK(header.at("template") == "sdpa_fp16");
+  const Problem problem = DefaultProblem(sdpa.manifest);
+  const ReplayEvaluator replay(test::H100Recording(), sdpa.manifest, problem, {}, sdpa.source_hash);
+  if (header.at("template_hash").get<std::string>() != sdpa.source_hash) {
+    CHECK_THAT(replay.identity().notice, Catch::Contains("recorded with an earlier version"));
+    CHECK_THAT(replay.identity().notice, Catch::Contains("SPLITS"));
+  }
+  const Manifest searched = replay.RecordedSpace(sdpa.manifest);
+  CHECK(searched.FindKnob("SPLITS")->values == std::vector<int64_t>{1});
+  CHECK(searched.FindKnob("BLOCK_M")->values == sdpa.manifest.FindKnob("BLOCK_M")->values);
+  for (const KnobSettings& point : searched.starting_points) {
+    CHECK((!point.contains("SPLITS") || point.at("SPLITS") == 1));
+  }
+  CHECK(searched.starting_points.size() < sdpa.manifest.starting_points.size());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernel_templates/manifest.h"
@@ -11,6 +12,14 @@ namespace evo::test {
 // One textual change to the real sdpa_fp16 source, or to its copy of a device library header,
 // that breaks it in a known way.
 struct SdpaBreakage {
+  SdpaBreakage(std::string name_, std::string find_, std::string replace_, std::string header_ = "",
+               std::vector<std::string> settings_ = {})
+      : name(std::move(name_)),
+        find(std::move(find_)),
+        replace(std::move(replace_)),
+        header(std::move(header_)),
+        settings(std::move(settings_)) {}
+
   std::string name;
   std::string find;  // must occur exactly once in the source (or the header)
   std::string replace;

@@ -18,7 +18,8 @@ class ReplayedRun {
         kernel_template_(library_.Find("sdpa_fp16")),
         problem_(DefaultProblem(kernel_template_.manifest)),
         replay_(test::H100Recording(), kernel_template_.manifest, problem_),
-        space_(kernel_template_.manifest, problem_, ArchByName(replay_.identity().arch)),
+        searched_(replay_.RecordedSpace(kernel_template_.manifest)),
+        space_(searched_, problem_, ArchByName(replay_.identity().arch)),
         store_(dir_.path() / "evo.db", PopulationStore::Access::kReadWrite) {
     RunSpec spec;
     spec.template_name = "sdpa_fp16";
@@ -63,6 +64,7 @@ class ReplayedRun {
   const KernelTemplate& kernel_template_;
   Problem problem_;
   ReplayEvaluator replay_;
+  Manifest searched_;  // the space the recording measured
   SearchSpace space_;
   PopulationStore store_;
   int64_t run_id_ = 0;
