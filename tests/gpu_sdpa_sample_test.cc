@@ -49,13 +49,8 @@ TEST_CASE("sdpa_fp16 passes the correctness gate across a sample of configuratio
         // Two shapes per (config, D, causal), walking round the list.
         for (int k = 0; k < 2; ++k) {
           const auto& shape = shapes[shape_index++ % std::size(shapes)];
-          Problem problem = DefaultProblem(manifest);
-          problem["B"] = shape[0];
-          problem["H"] = shape[1];
-          problem["S_q"] = shape[2];
-          problem["S_kv"] = shape[2];
-          problem["D"] = d;
-          problem["CAUSAL"] = causal;
+          const Problem problem =
+              test::AttentionProblem(manifest, shape[0], shape[1], shape[2], shape[2], d, causal);
           INFO(settings << " D=" << d << " causal=" << causal << " B=" << shape[0]
                         << " H=" << shape[1] << " S=" << shape[2]);
           const CompileOutcome compiled = RunCompileGate(sdpa, genome, problem, arch, compiler, {});
