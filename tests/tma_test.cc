@@ -147,8 +147,8 @@ TEST_CASE("a tensor map's description follows its tensor and box; bad boxes are 
   WriteTmaCopy(narrow.path(), "64B");
   const TemplateLibrary narrow_library = TemplateLibrary::Load({narrow.path()});
   const Manifest& narrow_manifest = narrow_library.Find("tma_copy").manifest;
-  CHECK_THROWS_WITH(DescribeTensorMap(narrow_manifest.main_kernel().args[1], narrow_manifest.main_kernel(),
-                                      {{"R", 200}, {"ROWS", 64}}),
+  CHECK_THROWS_WITH(DescribeTensorMap(narrow_manifest.main_kernel().args[1],
+                                      narrow_manifest.main_kernel(), {{"R", 200}, {"ROWS", 64}}),
                     Catch::Contains("inner extent is 128 bytes, over the 64B swizzle's span"));
 }
 
