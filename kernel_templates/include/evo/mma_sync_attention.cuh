@@ -213,62 +213,9 @@ __device__ __forceinline__ void warp_accumulate_pv(float (&acc)[MFrags][HeadDim 
   }
 }
 
-// Epilogue of one warp: O = numerator * acc / l for its rows (l the row sums, summed over the
-// quad here), staged in the warp's own rows of a swizzled [rows][HeadDim] fp16 tile at
-// stage_smem (read by no other warp), then written to o_head ([S_q][HeadDim] fp16) in whole
-// 16-byte chunks. Rows at or past S_q are not written. group and quad are the lane's fragment
-// row and column pair (lane >> 2, lane & 3), passed in because the caller keeps them anyway:
-// recomputed here, they change ptxas's register allocation of the whole kernel.
-template <int MFrags, int HeadDim>
-__device__ __forceinline__ void warp_store_output(const float (&acc)[MFrags][HeadDim / 8][4],
-                                                  const float (&row_sum)[MFrags][2],
-                                                  float numerator, unsigned stage_smem,
-                                                  unsigned short* o_head, int warp_row0,
-                                                  int m_start, int S_q, int lane, int group,
-                                                  int quad) {
-  constexpr int kWarpRows = MFrags * 16;
-  constexpr int kChunksPerRow = HeadDim / 8;
-  float inv_sum[MFrags][2];
-#pragma unroll
-  for (int mf = 0; mf < MFrags; ++mf) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float l = quad_sum(row_sum[mf][h]);
-      inv_sum[mf][h] = l > 0.f ? numerator / l : 0.f;
-    }
-  }
-  __syncwarp();
-#pragma unroll
-  for (int mf = 0; mf < MFrags; ++mf) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = warp_row0 + mf * 16 + group + h * 8;
-#pragma unroll
-      for (int df = 0; df < HeadDim / 8; ++df) {
-        const unsigned v = pack_half2(acc[mf][df][2 * h] * inv_sum[mf][h],
-                                      acc[mf][df][2 * h + 1] * inv_sum[mf][h]);
-        st_shared_b32(stage_smem + swizzle<HeadDim>(r, df) + quad * 4, v);
-      }
-    }
-  }
-  __syncwarp();
-  constexpr int kWarpChunks = kWarpRows * kChunksPerRow;
-#pragma unroll
-  for (int i = 0; i < kWarpChunks / 32; ++i) {
-    const int idx = i * 32 + lane;
-    const int r = warp_row0 + idx / kChunksPerRow;
-    const int c = idx % kChunksPerRow;
-    const int row = m_start + r;
-    if (row < S_q) {
-      unsigned v[4];
-      ld_shared_v4(v, stage_smem + swizzle<HeadDim>(r, c));
-      st_global_v4(o_head + static_cast<long long>(row) * HeadDim + c * 8, v);
-    }
-  }
-}
-
-// The first half of warp_store_output, for the stores below: O = numerator * acc / l for the
-// warp's rows, staged as fp16 in its own rows of the swizzled tile at stage_smem.
+// O = numerator * acc / l for the warp's rows (l the row sums, summed over the quad here),
+// staged as fp16 in the warp's own rows of a swizzled [rows][HeadDim] tile at stage_smem (read
+// by no other warp): the first half of each store below.
 template <int MFrags, int HeadDim>
 __device__ __forceinline__ void warp_stage_output(const float (&acc)[MFrags][HeadDim / 8][4],
                                                   const float (&row_sum)[MFrags][2],
@@ -298,6 +245,37 @@ __device__ __forceinline__ void warp_stage_output(const float (&acc)[MFrags][Hea
     }
   }
   __syncwarp();
+}
+
+// Epilogue of one warp: O = numerator * acc / l for its rows (l the row sums, summed over the
+// quad here), staged in the warp's own rows of a swizzled [rows][HeadDim] fp16 tile at
+// stage_smem (read by no other warp), then written to o_head ([S_q][HeadDim] fp16) in whole
+// 16-byte chunks. Rows at or past S_q are not written. group and quad are the lane's fragment
+// row and column pair (lane >> 2, lane & 3), passed in because the caller keeps them anyway:
+// recomputed here, they change ptxas's register allocation of the whole kernel.
+template <int MFrags, int HeadDim>
+__device__ __forceinline__ void warp_store_output(const float (&acc)[MFrags][HeadDim / 8][4],
+                                                  const float (&row_sum)[MFrags][2],
+                                                  float numerator, unsigned stage_smem,
+                                                  unsigned short* o_head, int warp_row0,
+                                                  int m_start, int S_q, int lane, int group,
+                                                  int quad) {
+  constexpr int kWarpRows = MFrags * 16;
+  constexpr int kChunksPerRow = HeadDim / 8;
+  warp_stage_output<MFrags, HeadDim>(acc, row_sum, numerator, stage_smem, warp_row0, group, quad);
+  constexpr int kWarpChunks = kWarpRows * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < kWarpChunks / 32; ++i) {
+    const int idx = i * 32 + lane;
+    const int r = warp_row0 + idx / kChunksPerRow;
+    const int c = idx % kChunksPerRow;
+    const int row = m_start + r;
+    if (row < S_q) {
+      unsigned v[4];
+      ld_shared_v4(v, stage_smem + swizzle<HeadDim>(r, c));
+      st_global_v4(o_head + static_cast<long long>(row) * HeadDim + c * 8, v);
+    }
+  }
 }
 
 // warp_store_output for rows that are not evenly spaced in memory (query rows of several heads
