@@ -67,22 +67,6 @@ const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpe
   return kernel_template;
 }
 
-const char* ArgKindName(KernelArgSpec::Kind kind) {
-  switch (kind) {
-    case KernelArgSpec::Kind::kInput:
-      return "input";
-    case KernelArgSpec::Kind::kOutput:
-      return "output";
-    case KernelArgSpec::Kind::kScratch:
-      return "scratch";
-    case KernelArgSpec::Kind::kScalar:
-      return "scalar";
-    case KernelArgSpec::Kind::kTensorMap:
-      return "tensor_map";
-  }
-  return "argument";
-}
-
 const char* ScratchZeroName(ScratchZero zero) {
   switch (zero) {
     case ScratchZero::kNever:
@@ -117,7 +101,7 @@ Json LaunchToJson(const KernelSpec& kernel, const Bindings& bindings,
       param["kind"] = "scalar";
       param["value"] = arg.value->Evaluate(bindings);
     } else {
-      param["kind"] = ArgKindName(arg.kind);
+      param["kind"] = KernelArgSpec::KindName(arg.kind);
       param["shape"] = Json::array();
       int64_t elements = 1;
       for (const Expression& dim : arg.shape) {

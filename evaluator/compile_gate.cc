@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "evaluator/kernel_arguments.h"
 #include "kernel_templates/tensor_map.h"
 
 namespace evo {
@@ -57,10 +58,7 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
   }
   // A tensor map the accelerator cannot take for this configuration is refused before any
   // compile, like a broken constraint.
-  std::vector<const KernelSpec*> launched;
-  for (const KernelSpec& kernel : manifest.kernels) {
-    if (kernel.LaunchedFor(bindings)) launched.push_back(&kernel);
-  }
+  const std::vector<const KernelSpec*> launched = LaunchedKernels(manifest, bindings);
   for (const KernelSpec* kernel : launched) {
     for (const KernelArgSpec& arg : kernel->args) {
       if (!arg.map || !arg.PresentFor(bindings)) continue;

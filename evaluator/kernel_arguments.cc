@@ -70,19 +70,6 @@ std::vector<const KernelSpec*> LaunchedKernels(const Manifest& manifest, const B
 
 namespace {
 
-const char* KindName(KernelArgSpec::Kind kind) {
-  switch (kind) {
-    case KernelArgSpec::Kind::kInput:
-      return "input";
-    case KernelArgSpec::Kind::kOutput:
-      return "output";
-    case KernelArgSpec::Kind::kScratch:
-      return "scratch";
-    default:
-      return "argument";
-  }
-}
-
 void StoreScalar(const KernelArgSpec& arg, int64_t value, uint64_t* slot) {
   if (arg.dtype == "i32") {
     if (value < std::numeric_limits<int32_t>::min() ||
@@ -146,10 +133,10 @@ KernelArguments::KernelArguments(const std::vector<const KernelSpec*>& kernels,
         const DeviceTensor& tensor = *tensors_[index];
         if (tensor.kind != arg.kind || tensor.dtype != arg.dtype || tensor.elements != elements) {
           throw Error("tensor " + arg.name + " differs between " + first_user.at(arg.name)->entry +
-                      " (" + KindName(tensor.kind) + " " + tensor.dtype + " of " +
+                      " (" + KernelArgSpec::KindName(tensor.kind) + " " + tensor.dtype + " of " +
                       std::to_string(tensor.elements) + " elements) and " + spec->entry + " (" +
-                      KindName(arg.kind) + " " + arg.dtype + " of " + std::to_string(elements) +
-                      "): one name is one tensor of the call");
+                      KernelArgSpec::KindName(arg.kind) + " " + arg.dtype + " of " +
+                      std::to_string(elements) + "): one name is one tensor of the call");
         }
         pointers.push_back(pointer_slots_[index].get());
         continue;

@@ -564,6 +564,22 @@ Tolerance ReadTolerance(const ManifestReader& reader, const Json& object,
 
 }  // namespace
 
+const char* KernelArgSpec::KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kInput:
+      return "input";
+    case Kind::kOutput:
+      return "output";
+    case Kind::kScratch:
+      return "scratch";
+    case Kind::kScalar:
+      return "scalar";
+    case Kind::kTensorMap:
+      return "tensor_map";
+  }
+  return "argument";
+}
+
 const Tolerance& CorrectnessSpec::ToleranceFor(const Bindings& bindings) const {
   for (const ToleranceOverride& entry : overrides) {
     if (entry.when.Evaluate(bindings) != 0) return entry.tolerance;

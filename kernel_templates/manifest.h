@@ -98,6 +98,8 @@ struct KernelArgSpec {
   ScratchZero zero = ScratchZero::kNever;  // scratch only
 
   bool PresentFor(const Bindings& bindings) const { return !when || when->Evaluate(bindings) != 0; }
+  // The kind as a manifest writes it: "input", "output", "scratch", "scalar" or "tensor_map".
+  static const char* KindName(Kind kind);
   bool is_tensor() const {
     return kind == Kind::kInput || kind == Kind::kOutput || kind == Kind::kScratch;
   }
