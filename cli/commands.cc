@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "cli/command_support.h"
+#include "cli/inspect_commands.h"
 #include "cli/output.h"
 #include "cli/search_commands.h"
 #include "common/error.h"
@@ -330,7 +331,11 @@ const Command kCommands[] = {
     {"export", "Write a candidate's cubin, source and launch description", SetupExport},
     {"sweep", "Measure every valid configuration of a task into a recording for replays",
      SetupSweep},
+    {"report", "Write one self-contained HTML page of stored runs: charts, elite, peers",
+     SetupReport},
     {"info", "Print versions, the GPU driver and the GPUs found", SetupInfo},
+    {"doctor", "Check what this machine (and a database) can do for evo; each problem with its fix",
+     SetupDoctor},
     {"worker", "Serve GPU evaluations for evo on stdin/stdout (started by evo itself)",
      SetupWorker},
 };

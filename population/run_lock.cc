@@ -2,10 +2,15 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "common/error.h"
@@ -14,6 +19,12 @@ namespace evo {
 namespace {
 
 std::string ErrnoText(int error) { return std::strerror(error); }
+
+std::filesystem::path LockPath(const std::filesystem::path& database) {
+  std::filesystem::path lock_path = database;
+  lock_path += ".lock";
+  return lock_path;
+}
 
 // The holder writes its pid after locking; a reader may catch it in between, or a file left by
 // an older holder, so this is for the message only.
@@ -28,8 +39,7 @@ std::string HolderPid(int fd) {
 }  // namespace
 
 RunLock::RunLock(const std::filesystem::path& database) {
-  std::filesystem::path lock_path = database;
-  lock_path += ".lock";
+  const std::filesystem::path lock_path = LockPath(database);
   if (!lock_path.parent_path().empty()) {
     std::error_code error;
     std::filesystem::create_directories(lock_path.parent_path(), error);
@@ -68,6 +78,34 @@ RunLock::RunLock(const std::filesystem::path& database) {
 RunLock::~RunLock() {
   // Closing the last descriptor of the open file releases the flock.
   if (fd_ >= 0) ::close(fd_);
+}
+
+std::optional<int64_t> RunLockHolder(const std::filesystem::path& database) {
+  struct stat file {};
+  if (::stat(LockPath(database).c_str(), &file) != 0) return std::nullopt;
+  // Lines such as "1: FLOCK  ADVISORY  WRITE 15307 fe:00:10953226 0 EOF": the lock's kind, the
+  // holder's pid, and the file as device major:minor (hex) and inode; waiters carry a "->".
+  std::ifstream locks("/proc/locks");
+  std::string line;
+  while (std::getline(locks, line)) {
+    std::istringstream fields(line);
+    std::string id, kind, mode, access, file_id;
+    int64_t pid = 0;
+    fields >> id >> kind;
+    if (kind == "->") continue;
+    fields >> mode >> access >> pid >> file_id;
+    unsigned major_id = 0, minor_id = 0;
+    unsigned long long inode = 0;
+    if (kind != "FLOCK" || !fields ||
+        std::sscanf(file_id.c_str(), "%x:%x:%llu", &major_id, &minor_id, &inode) != 3) {
+      continue;
+    }
+    if (major_id == major(file.st_dev) && minor_id == minor(file.st_dev) &&
+        inode == static_cast<unsigned long long>(file.st_ino)) {
+      return pid;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace evo

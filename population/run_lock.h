@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 
 namespace evo {
 
@@ -18,5 +20,10 @@ class RunLock {
  private:
   int fd_ = -1;
 };
+
+// The pid of the process that holds the run lock of `database` now, or nothing when none does.
+// Reads /proc/locks rather than trying the lock, so that asking can never make an `evo run`
+// starting at that moment find the database in use (`evo doctor` asks).
+std::optional<int64_t> RunLockHolder(const std::filesystem::path& database);
 
 }  // namespace evo

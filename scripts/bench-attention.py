@@ -459,9 +459,14 @@ def main():
         with sdpa_kernel(SDPBackend.MATH):
             expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                       is_causal=shape.causal, enable_gqa=gqa)
-        row = {"shape": shape_text(shape), "causal": shape.causal,
-               "problem": {"B": shape.b, "H": shape.h, "H_kv": shape.h_kv, "S_q": shape.s_q,
-                           "S_kv": shape.s_kv, "D": shape.d},
+        # "problem" and "device" as evo stores them, so that `evo report --peers` finds the run
+        # of each row (BF16 is a problem parameter of the templates that take bf16).
+        problem = {"B": shape.b, "H": shape.h, "H_kv": shape.h_kv, "S_q": shape.s_q,
+                   "S_kv": shape.s_kv, "D": shape.d}
+        if args.dtype == "bf16":
+            problem["BF16"] = 1
+        row = {"shape": shape_text(shape), "causal": shape.causal, "dtype": args.dtype,
+               "device": torch.cuda.get_device_name(), "problem": problem,
                "bytes": bytes_moved(shape, element_size), "flops": flops(shape),
                "evo_us": None}
         templates = args.template

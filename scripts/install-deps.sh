@@ -2,7 +2,10 @@
 # Installs the Debian packages evo builds with, when any is missing, and checks for CUDA 13.
 set -euo pipefail
 
-packages=(cmake g++ make nlohmann-json3-dev libspdlog-dev libfmt-dev libsqlite3-dev catch2 libcli11-dev)
+# libjs-chart.js: the plotting library `evo report` embeds in its pages; chromium: the tests
+# render a report in it headless.
+packages=(cmake g++ make nlohmann-json3-dev libspdlog-dev libfmt-dev libsqlite3-dev catch2 libcli11-dev
+  libjs-chart.js chromium)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
