@@ -76,7 +76,7 @@ std::string EliteTable(const ReportRun& report) {
   }
   html +=
       "<p>Ranked by the score, the slower of the first median and the confirming one "
-      "(microseconds, p10..p90 in brackets).</p>\n<table class=\"elite\">\n";
+      "(microseconds, p10..p90 in brackets).</p>\n<div class=\"wide\"><table class=\"elite\">\n";
   html += Header({"rank", "candidate", "generation", "made by", "genome", "first median",
                   "confirming median", "score", "TFLOP/s", "registers", "spills (B st/ld)",
                   "static smem B", "dynamic smem B", "stack B", "threads", "compile ms"});
@@ -101,7 +101,7 @@ std::string EliteTable(const ReportRun& report) {
             NumberCell(std::to_string(o.threads_per_block)) +
             NumberCell(fmt::format("{:.0f}", o.compile_ms)) + "</tr>\n";
   }
-  return html + "</table>\n";
+  return html + "</table></div>\n";
 }
 
 std::string ShapesTable(const std::vector<ReportRun>& runs) {
@@ -123,7 +123,7 @@ std::string ShapesTable(const std::vector<ReportRun>& runs) {
   if (!peers.empty()) columns.push_back("fastest peer / evo");
   std::string html =
       "<section id=\"shapes\"><h2>Shapes</h2>\n<p>One row per run. A ratio above 1 means evo's "
-      "kernel is faster than the peer's.</p>\n<table class=\"shapes\">\n" +
+      "kernel is faster than the peer's.</p>\n<div class=\"wide\"><table class=\"shapes\">\n" +
       Header(columns);
   for (const ReportRun& run : runs) {
     const RunSpec& s = run.run.spec;
@@ -150,7 +150,7 @@ std::string ShapesTable(const std::vector<ReportRun>& runs) {
     }
     html += "</tr>\n";
   }
-  return html + "</table></section>\n";
+  return html + "</table></div></section>\n";
 }
 
 std::string PeersNote(const std::vector<ReportRun>& runs, const std::string& peers_file) {

@@ -375,6 +375,42 @@ TEST_CASE("evo report escapes every stored string it puts into the page", "[repo
   CHECK(Dataset(Chart(status, 1, "knob-</script>"), "medians")["points"] == 1);
 }
 
+TEST_CASE("evo report draws a run without candidates and one with candidates still pending",
+          "[report]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  {
+    PopulationStore store(db, PopulationStore::Access::kReadWrite);
+    RunSpec spec;
+    spec.template_name = "sdpa_fp16";
+    spec.problem = {{"B", 1}};
+    spec.arch = "sm_90";
+    spec.device = "NVIDIA H100 80GB HBM3";
+    spec.evaluator = "gpu";
+    spec.budget = 10;
+    store.CreateRun(spec);
+    const int64_t pending = store.CreateRun(spec);
+    Proposal proposal;
+    proposal.genome = {{"BLOCK_M", 64}, {"BLOCK_N", 64}};
+    proposal.operator_name = "default";
+    store.AddPending(pending, 0, {{"p1", proposal}});
+  }
+  const auto out = dir.path() / "report.html";
+  const auto report = RunEvo({"report", "--db", db.string(), "--out", out.string()}, dir.path());
+  INFO(report.err);
+  REQUIRE(report.exit_code == 0);
+  const RenderedPage rendered = RenderInChromium(out);
+  const Json status = RenderStatus(rendered);
+  RequireCleanRender(rendered, status);
+  CHECK(SumOf(Chart(status, 1, "statuses"), "sum") == 0);
+  CHECK(SumOf(Chart(status, 1, "medians"), "points") == 0);
+  CHECK(Dataset(Chart(status, 2, "statuses"), "pending")["sum"] == 1);
+  CHECK(Dataset(Chart(status, 2, "best-count"), "evo best so far")["values"] == 0);
+  CHECK(Dataset(Chart(status, 2, "knob-BLOCK_N"), "medians")["points"] == 0);
+  CHECK(ReadFile(out).find("Empty: no candidate has been measured and confirmed.") !=
+        std::string::npos);
+}
+
 TEST_CASE("evo report refuses bad input with clear errors and leaves the database as it was",
           "[report]") {
   test::TempDir dir;

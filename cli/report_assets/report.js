@@ -45,6 +45,17 @@
   const STATUS_POINTS = { 'measured': 'circle', 'slow': 'triangle' };
   const PEER_COLORS = ['#d62728', '#17becf', '#e377c2', '#8c564b', '#bcbd22'];
 
+  // A logarithmic axis around the medians, rather than from the power of ten below them.
+  function medianAxis(candidates) {
+    const medians = candidates.map(function (c) { return c.median_us; });
+    const axis = { type: 'logarithmic', title: { display: true, text: 'median us' } };
+    if (medians.length) {
+      axis.min = Math.min.apply(null, medians) * 0.9;
+      axis.max = Math.max.apply(null, medians) * 1.1;
+    }
+    return axis;
+  }
+
   function colorOf(table, key) {
     return table[key] || '#444';
   }
@@ -186,7 +197,7 @@
                 for (let g = 0; g <= lastGeneration; ++g) axis.ticks.push({ value: g });
               },
             },
-            y: { type: 'logarithmic', title: { display: true, text: 'median us' } },
+            y: medianAxis(timed),
           },
           plugins: {
             tooltip: { callbacks: { label: function (ctx) { return candidateLabel(ctx.raw.c); } } },
@@ -283,7 +294,7 @@
                 callback: function (value) { return String(knob.values[value]); },
               },
             },
-            y: { type: 'logarithmic', title: { display: true, text: 'median us' } },
+            y: medianAxis(timed),
           },
           plugins: {
             tooltip: {
