@@ -391,18 +391,45 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
   auto repeat = std::make_shared<int>(1);
   auto limit = std::make_shared<int64_t>(0);
   AddTaskOptions(app, *options, false);
-  app.add_option("--out", *out, "the recording (JSON lines); an existing one is continued")
-      ->required();
+  app.add_option("--out", *out,
+                 "the recording (JSON lines); an existing one is continued (required unless "
+                 "--count)");
   app.add_option("--remeasure", *repeat,
                  "measurements of every measured configuration beyond the first")
       ->capture_default_str()
       ->check(CLI::Range(0, 10));
   app.add_option("--limit", *limit, "stop after this many new configurations (0: all)")
       ->check(CLI::NonNegativeNumber);
-  return [&global, options, out, repeat, limit] {
+  auto fixed = std::make_shared<std::vector<std::string>>();
+  app.add_option("--fix", *fixed,
+                 "KNOB=VALUE (repeatable): record only the configurations with this value (a "
+                 "subspace; replays search only what was recorded)");
+  auto count_arch = std::make_shared<std::string>();
+  app.add_option("--count", *count_arch,
+                 "print how many configurations the sweep covers when compiled for this arch "
+                 "(e.g. sm_90), and measure nothing");
+  return [&global, options, out, repeat, limit, fixed, count_arch] {
     const TemplateLibrary library = LoadLibrary(global);
     const KernelTemplate& kernel_template = library.Find(options->template_name);
     const Problem problem = TaskProblem(kernel_template.manifest, *options);
+    // A fixed knob's domain shrinks to its value, so the enumeration below covers the subspace.
+    Manifest swept = kernel_template.manifest;
+    Genome fixed_values;
+    for (const std::string& setting : *fixed) {
+      ApplyKnobSetting(swept, setting, fixed_values);
+    }
+    for (KnobSpec& knob : swept.knobs) {
+      const auto value = fixed_values.find(knob.name);
+      if (value == fixed_values.end()) continue;
+      knob.values = {value->second};
+      knob.default_value = value->second;
+    }
+    if (!count_arch->empty()) {
+      const SearchSpace space(swept, problem, ArchByName(*count_arch));
+      std::cout << space.Enumerate().size() << "\n";
+      return kExitOk;
+    }
+    if (out->empty()) throw Error("evo sweep needs --out FILE (the recording to write)");
     const std::unique_ptr<EvaluatorSetup> setup =
         MakeEvaluator(global, *options, kernel_template, problem);
     RecordingHeader header;
@@ -417,6 +444,9 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
         header.recorded_by += " --problem " + name + "=" + std::to_string(value);
       }
     }
+    for (const auto& [name, value] : fixed_values) {
+      header.recorded_by += " --fix " + name + "=" + std::to_string(value);
+    }
     header.recorded_at = NowIso8601();
     header.evo_version = EVO_VERSION;
     header.template_name = kernel_template.manifest.name;
@@ -424,7 +454,7 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
     header.identity = setup->evaluator->identity();
     RecordingWriter writer(*out, header);
 
-    const SearchSpace space(kernel_template.manifest, problem, setup->arch);
+    const SearchSpace space(swept, problem, setup->arch);
     std::vector<Genome> todo;
     for (Genome& genome : space.Enumerate()) {
       if (writer.existing().count(genome) == 0) todo.push_back(std::move(genome));

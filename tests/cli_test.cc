@@ -29,6 +29,38 @@ TEST_CASE("evo templates lists the templates with knobs and domains", "[cli]") {
   CHECK(parsed[0]["knobs"][0]["values"] == nlohmann::json::array({16, 32, 64, 128, 256}));
 }
 
+TEST_CASE("evo sweep --count counts a subspace fixed by --fix without a GPU", "[cli]") {
+  test::TempDir dir;
+  const std::vector<std::string> base = {"sweep",      "--template", "sdpa_fp16", "--shape",
+                                         "2,8,512,64", "--count",    "sm_90"};
+  const auto whole = RunEvo(base, dir.path());
+  INFO(whole.err);
+  REQUIRE(whole.exit_code == 0);
+  std::vector<std::string> fixed = base;
+  for (const char* setting : {"SPLITS=1", "PACK_GQA=0", "LAST_CTA_COMBINES=0"}) {
+    fixed.push_back("--fix");
+    fixed.push_back(setting);
+  }
+  const auto subspace = RunEvo(fixed, dir.path());
+  REQUIRE(subspace.exit_code == 0);
+  // The tests' recording covers exactly this subspace (made before split KV existed).
+  CHECK(std::stoll(subspace.out) == 2128);
+  CHECK(std::stoll(whole.out) > std::stoll(subspace.out));
+
+  std::vector<std::string> unknown = base;
+  unknown.insert(unknown.end(), {"--fix", "TILE=4"});
+  const auto refused = RunEvo(unknown, dir.path());
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("has no knob 'TILE'") != std::string::npos);
+  std::vector<std::string> outside = base;
+  outside.insert(outside.end(), {"--fix", "SPLITS=3"});
+  CHECK(RunEvo(outside, dir.path()).exit_code != 0);
+
+  const auto no_out = RunEvo({"sweep", "--template", "sdpa_fp16"}, dir.path());
+  CHECK(no_out.exit_code != 0);
+  CHECK(no_out.err.find("needs --out") != std::string::npos);
+}
+
 TEST_CASE("evo compile prints resources, then serves the same configuration from the cache",
           "[cli][nvrtc]") {
   test::TempDir dir;
