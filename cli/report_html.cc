@@ -1,8 +1,8 @@
 #include "cli/report_html.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
-#include <span>
 
 #include "cli/report_assets.h"
 #include "cli/report_tables.h"
