@@ -1,6 +1,6 @@
 // The shared attention reference (kernel_templates/include/evo/attention_reference.cu) on the
 // GPU against float64 attention on the CPU, across the parameters that templates differ in:
-// dtypes, dequantization scales, layouts and grouped KV heads.
+// dtypes, dequantization scales, layouts, grouped KV heads and KV lengths of any size.
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -94,7 +94,7 @@ std::string ReferenceManifest(const ReferenceCase& c) {
                        {"entry", "attention_reference_f32"},
                        {"grid", {"S_q", "H", "B"}},
                        {"block", {"128", "1", "1"}},
-                       {"dynamic_smem", "S_kv * 4"},
+                       {"dynamic_smem", "0"},
                        {"args", args}};
   const Json manifest = {
       {"name", "reference_case"},
@@ -227,80 +227,83 @@ TEST_CASE("the shared attention reference follows its dtypes, scales, layout and
     const KernelTemplate& reference = library.Find("reference_case");
     const Manifest& manifest = reference.manifest;
     const int64_t batch = 2;
-    const int64_t s_q = 37;
-    const int64_t s_kv = 53;
-    const Problem problem = {{"B", batch},   {"H", c.heads},    {"H_KV", c.kv_heads}, {"S_q", s_q},
-                             {"S_kv", s_kv}, {"D", c.head_dim}, {"CAUSAL", c.causal}};
-    const CompileResult compiled = compiler.Compile(
-        TemplateCompileRequest(reference, manifest.reference, nullptr, problem, device.arch()));
-    INFO(compiled.log);
-    REQUIRE(compiled.ok);
-    const Module module(compiled.cubin);
-    const CUfunction function = module.Function(manifest.reference.entry);
-    const Bindings bindings =
-        CompileBindings(manifest, DefaultGenome(manifest), problem, device.arch_info());
-    KernelArguments args(manifest.reference, bindings);
-    const std::vector<float> q = UploadRandom(args.Tensor("Q"), rng, 0, 0, false);
-    const std::vector<float> k = UploadRandom(args.Tensor("K"), rng, 0, 0, false);
-    const std::vector<float> v = UploadRandom(args.Tensor("V"), rng, 0, 0, false);
-    std::vector<float> q_scale(static_cast<size_t>(batch * c.heads), 1.f);
-    std::vector<float> k_scale(static_cast<size_t>(batch * c.kv_heads), 1.f);
-    std::vector<float> v_scale = k_scale;
-    if (c.scaled) {
-      q_scale = UploadRandom(args.Tensor("Q_scale"), rng, 0.5f, 2.f, true);
-      k_scale = UploadRandom(args.Tensor("K_scale"), rng, 0.5f, 2.f, true);
-      v_scale = UploadRandom(args.Tensor("V_scale"), rng, 0.5f, 2.f, true);
-    }
-    DeviceTensor& out = args.Tensor("O");
-    kernels.PoisonWithNaN(out.data(), out.dtype, out.elements, stream);
-    Launch(function, ResolveLaunch(manifest.reference, bindings, function, device.sm_count), stream,
-           args.pointers());
-    stream.Synchronize();
-    std::vector<float> gpu(static_cast<size_t>(out.elements));
-    out.data().Download(gpu.data(), gpu.size() * 4);
+    // Short lengths, and a KV length past what shared memory could hold for one row's scores.
+    for (const auto& [s_q, s_kv] : {std::pair<int64_t, int64_t>{37, 53}, {5, 70001}}) {
+      INFO("S_q=" << s_q << " S_kv=" << s_kv);
+      const Problem problem = {{"B", batch},        {"H", c.heads}, {"H_KV", c.kv_heads},
+                               {"S_q", s_q},        {"S_kv", s_kv}, {"D", c.head_dim},
+                               {"CAUSAL", c.causal}};
+      const CompileResult compiled = compiler.Compile(
+          TemplateCompileRequest(reference, manifest.reference, nullptr, problem, device.arch()));
+      INFO(compiled.log);
+      REQUIRE(compiled.ok);
+      const Module module(compiled.cubin);
+      const CUfunction function = module.Function(manifest.reference.entry);
+      const Bindings bindings =
+          CompileBindings(manifest, DefaultGenome(manifest), problem, device.arch_info());
+      KernelArguments args(manifest.reference, bindings);
+      const std::vector<float> q = UploadRandom(args.Tensor("Q"), rng, 0, 0, false);
+      const std::vector<float> k = UploadRandom(args.Tensor("K"), rng, 0, 0, false);
+      const std::vector<float> v = UploadRandom(args.Tensor("V"), rng, 0, 0, false);
+      std::vector<float> q_scale(static_cast<size_t>(batch * c.heads), 1.f);
+      std::vector<float> k_scale(static_cast<size_t>(batch * c.kv_heads), 1.f);
+      std::vector<float> v_scale = k_scale;
+      if (c.scaled) {
+        q_scale = UploadRandom(args.Tensor("Q_scale"), rng, 0.5f, 2.f, true);
+        k_scale = UploadRandom(args.Tensor("K_scale"), rng, 0.5f, 2.f, true);
+        v_scale = UploadRandom(args.Tensor("V_scale"), rng, 0.5f, 2.f, true);
+      }
+      DeviceTensor& out = args.Tensor("O");
+      kernels.PoisonWithNaN(out.data(), out.dtype, out.elements, stream);
+      Launch(function, ResolveLaunch(manifest.reference, bindings, function, device.sm_count),
+             stream, args.pointers());
+      stream.Synchronize();
+      std::vector<float> gpu(static_cast<size_t>(out.elements));
+      out.data().Download(gpu.data(), gpu.size() * 4);
 
-    // The same attention in float64 over [B, H, S, D], K and V heads shared by their groups.
-    const int64_t d_size = c.head_dim;
-    const int64_t group = c.heads / c.kv_heads;
-    std::vector<float> q_bhsd(q.size());
-    std::vector<float> k_bhsd(static_cast<size_t>(batch * c.heads * s_kv * d_size));
-    std::vector<float> v_bhsd(k_bhsd.size());
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t h = 0; h < c.heads; ++h) {
-        const int64_t hk = h / group;
-        const float qs = q_scale[static_cast<size_t>(b * c.heads + h)];
-        const float ks = k_scale[static_cast<size_t>(b * c.kv_heads + hk)];
-        const float vs = v_scale[static_cast<size_t>(b * c.kv_heads + hk)];
-        for (int64_t d = 0; d < d_size; ++d) {
-          for (int64_t s = 0; s < s_q; ++s) {
-            q_bhsd[At(false, c.heads, s_q, d_size, b, h, s, d)] =
-                q[At(c.bshd, c.heads, s_q, d_size, b, h, s, d)] * qs;
-          }
-          for (int64_t s = 0; s < s_kv; ++s) {
-            const size_t from = At(c.bshd, c.kv_heads, s_kv, d_size, b, hk, s, d);
-            const size_t to = At(false, c.heads, s_kv, d_size, b, h, s, d);
-            k_bhsd[to] = k[from] * ks;
-            v_bhsd[to] = v[from] * vs;
-          }
-        }
-      }
-    }
-    const std::vector<double> expected = test::AttentionForwardFloat64(
-        q_bhsd, k_bhsd, v_bhsd, {batch, c.heads, s_q, s_kv, d_size, c.causal == 1});
-    double max_error = 0;
-    for (int64_t b = 0; b < batch; ++b) {
-      for (int64_t h = 0; h < c.heads; ++h) {
-        for (int64_t s = 0; s < s_q; ++s) {
+      // The same attention in float64 over [B, H, S, D], K and V heads shared by their groups.
+      const int64_t d_size = c.head_dim;
+      const int64_t group = c.heads / c.kv_heads;
+      std::vector<float> q_bhsd(q.size());
+      std::vector<float> k_bhsd(static_cast<size_t>(batch * c.heads * s_kv * d_size));
+      std::vector<float> v_bhsd(k_bhsd.size());
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t h = 0; h < c.heads; ++h) {
+          const int64_t hk = h / group;
+          const float qs = q_scale[static_cast<size_t>(b * c.heads + h)];
+          const float ks = k_scale[static_cast<size_t>(b * c.kv_heads + hk)];
+          const float vs = v_scale[static_cast<size_t>(b * c.kv_heads + hk)];
           for (int64_t d = 0; d < d_size; ++d) {
-            const float got = gpu[At(c.bshd, c.heads, s_q, d_size, b, h, s, d)];
-            REQUIRE(std::isfinite(got));
-            const double want = expected[At(false, c.heads, s_q, d_size, b, h, s, d)];
-            max_error = std::max(max_error, std::abs(got - want) / (1.0 + std::abs(want)));
+            for (int64_t s = 0; s < s_q; ++s) {
+              q_bhsd[At(false, c.heads, s_q, d_size, b, h, s, d)] =
+                  q[At(c.bshd, c.heads, s_q, d_size, b, h, s, d)] * qs;
+            }
+            for (int64_t s = 0; s < s_kv; ++s) {
+              const size_t from = At(c.bshd, c.kv_heads, s_kv, d_size, b, hk, s, d);
+              const size_t to = At(false, c.heads, s_kv, d_size, b, h, s, d);
+              k_bhsd[to] = k[from] * ks;
+              v_bhsd[to] = v[from] * vs;
+            }
           }
         }
       }
+      const std::vector<double> expected = test::AttentionForwardFloat64(
+          q_bhsd, k_bhsd, v_bhsd, {batch, c.heads, s_q, s_kv, d_size, c.causal == 1});
+      double max_error = 0;
+      for (int64_t b = 0; b < batch; ++b) {
+        for (int64_t h = 0; h < c.heads; ++h) {
+          for (int64_t s = 0; s < s_q; ++s) {
+            for (int64_t d = 0; d < d_size; ++d) {
+              const float got = gpu[At(c.bshd, c.heads, s_q, d_size, b, h, s, d)];
+              REQUIRE(std::isfinite(got));
+              const double want = expected[At(false, c.heads, s_q, d_size, b, h, s, d)];
+              max_error = std::max(max_error, std::abs(got - want) / (1.0 + std::abs(want)));
+            }
+          }
+        }
+      }
+      CHECK(max_error < 2e-5);
     }
-    CHECK(max_error < 2e-5);
   }
 }
 

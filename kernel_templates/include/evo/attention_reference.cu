@@ -2,7 +2,10 @@
 // per (batch, query head) with scale = 1/sqrt(D), causal (top-left aligned, as PyTorch's
 // is_causal) or not. Deliberately naive (plain loops, accurate expf, no tensor cores) so that it
 // is easy to trust; speed does not matter. Launch: grid (S_q, H, B), 128 threads (a multiple of
-// 32, at most 1024), S_kv * 4 bytes of dynamic shared memory.
+// 32, at most 1024), no dynamic shared memory (manifests written for the earlier version, which
+// kept every score of a row in S_kv * 4 bytes of it, still work where that much can be had).
+// Two passes over the keys, so that any S_kv fits: the row's maximum score first, then the
+// probabilities of kScoreChunk keys at a time, weighed into the output.
 //
 // What differs between templates is a parameter:
 // - dtypes: the manifest's reference arguments define REF_Q, REF_K, REF_V (and REF_O, which must
@@ -30,6 +33,9 @@ static_assert(IS_CAUSAL == 0 || IS_CAUSAL == 1, "IS_CAUSAL must be 0 or 1");
 static_assert(REF_O == EVO_DTYPE_F32, "the reference writes an f32 output");
 
 namespace attention_reference {
+
+// Keys whose probabilities are in shared memory at once.
+constexpr int kScoreChunk = 2048;
 
 typedef evo::Dtype<REF_Q> QType;
 typedef evo::Dtype<REF_K> KType;
@@ -75,7 +81,7 @@ extern "C" __global__ void attention_reference_f32(
   using attention_reference::KType;
   using attention_reference::QType;
   using attention_reference::VType;
-  extern __shared__ float scores[];  // S_kv entries
+  __shared__ float scores[attention_reference::kScoreChunk];
   __shared__ float partial[32];
 
   const int i = blockIdx.x;  // query row
@@ -104,37 +110,41 @@ extern "C" __global__ void attention_reference_f32(
 #endif
   const float scale = 1.0f / sqrtf(static_cast<float>(HEAD_DIM));
 
-  float local_max = evo::neg_inf();
-  for (int j = threadIdx.x; j < S_kv; j += blockDim.x) {
-    float s = evo::neg_inf();
-    if (!IS_CAUSAL || j <= i) {
-      float dot = 0.f;
-      for (int d = 0; d < HEAD_DIM; ++d) {
-        dot +=
-            (QType::to_float(q[d]) * q_scale) * (KType::to_float(k[j * k_stride_s + d]) * k_scale);
-      }
-      s = scale * dot;
+  // The scaled score of key j, -inf where the causal mask hides it.
+  auto score = [&](int j) {
+    if (IS_CAUSAL && j > i) return evo::neg_inf();
+    float dot = 0.f;
+    for (int d = 0; d < HEAD_DIM; ++d) {
+      dot += (QType::to_float(q[d]) * q_scale) * (KType::to_float(k[j * k_stride_s + d]) * k_scale);
     }
-    scores[j] = s;
-    local_max = fmaxf(local_max, s);
-  }
+    return scale * dot;
+  };
+
+  float local_max = evo::neg_inf();
+  for (int j = threadIdx.x; j < S_kv; j += blockDim.x) local_max = fmaxf(local_max, score(j));
   // Key 0 is visible to every row, so the maximum is finite.
   const float row_max = attention_reference::block_reduce<true>(local_max, partial);
 
+  // Thread t accumulates the output columns t, t + blockDim.x, ... (blockDim.x >= 32).
+  constexpr int kColumnsPerThread = (HEAD_DIM + 31) / 32;
+  float acc[kColumnsPerThread];
+  for (int c = 0; c < kColumnsPerThread; ++c) acc[c] = 0.f;
   float local_sum = 0.f;
-  for (int j = threadIdx.x; j < S_kv; j += blockDim.x) {
-    const float p = expf(scores[j] - row_max);
-    scores[j] = p;
-    local_sum += p;
-  }
-  // The reduction's barrier also publishes every thread's p_j in scores.
-  const float row_sum = attention_reference::block_reduce<false>(local_sum, partial);
-
-  for (int d = threadIdx.x; d < HEAD_DIM; d += blockDim.x) {
-    float acc = 0.f;
-    for (int j = 0; j < S_kv; ++j) {
-      acc += scores[j] * (VType::to_float(v[j * v_stride_s + d]) * v_scale);
+  for (int chunk = 0; chunk < S_kv; chunk += attention_reference::kScoreChunk) {
+    const int keys = min(attention_reference::kScoreChunk, S_kv - chunk);
+    for (int j = threadIdx.x; j < keys; j += blockDim.x) {
+      const float p = expf(score(chunk + j) - row_max);
+      scores[j] = p;
+      local_sum += p;
     }
-    o[d] = acc / row_sum;
+    __syncthreads();  // every p_j of the chunk is in scores
+    for (int d = threadIdx.x, c = 0; d < HEAD_DIM; d += blockDim.x, ++c) {
+      for (int j = 0; j < keys; ++j) {
+        acc[c] += scores[j] * (VType::to_float(v[(chunk + j) * v_stride_s + d]) * v_scale);
+      }
+    }
+    __syncthreads();  // the chunk is read before the next one overwrites it
   }
+  const float row_sum = attention_reference::block_reduce<false>(local_sum, partial);
+  for (int d = threadIdx.x, c = 0; d < HEAD_DIM; d += blockDim.x, ++c) o[d] = acc[c] / row_sum;
 }
