@@ -12,6 +12,17 @@ TemplateLibrary LoadLibrary(const GlobalOptions& global) {
   return TemplateLibrary::Load(folders);
 }
 
+const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpec& spec) {
+  const KernelTemplate& kernel_template = library.Find(spec.template_name);
+  if (kernel_template.source_hash != spec.template_hash) {
+    throw Error("the run searched version " + spec.template_hash.substr(0, 12) + " of " +
+                spec.template_name + ", but this evo has version " +
+                kernel_template.source_hash.substr(0, 12) +
+                "; pass the old version's folder with --templates");
+  }
+  return kernel_template;
+}
+
 void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& problem) {
   std::vector<int64_t> values;
   size_t start = 0;

@@ -8,6 +8,7 @@
 
 #include "kernel_templates/genome.h"
 #include "kernel_templates/template_library.h"
+#include "population/store.h"
 
 namespace evo::cli {
 
@@ -25,6 +26,10 @@ struct Command {
 };
 
 TemplateLibrary LoadLibrary(const GlobalOptions& global);
+
+// The template version a run searched, from the templates evo has now; throws evo::Error when
+// evo has another version (its cubins would not be the ones measured).
+const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpec& spec);
 
 // "B,H,S,D" or "B,H,S_q,S_kv,D" onto the template's problem parameters of those names.
 void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& problem);

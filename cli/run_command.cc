@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/search_commands.h"
 #include "cli/search_output.h"
+#include "cli/task_setup.h"
 #include "common/error.h"
 #include "engine/search.h"
 #include "evaluator/compile_cache.h"
@@ -24,20 +25,11 @@ namespace evo::cli {
 namespace {
 
 // The task and the evaluator's settings, shared by `evo run` and `evo sweep`.
-struct TaskOptions {
+struct TaskOptions : EvaluatorOptions {
   std::string template_name = "sdpa_fp16";
   std::string shape;
   bool causal = false;
   std::vector<std::string> problem_settings;
-  int gpu = 0;
-  std::string cache_dir = "runs/cache";
-  bool no_cache = false;
-  int jobs = 0;
-  bool allow_spills = false;
-  bool flush_l2 = false;
-  int64_t deadline_ms = 0;  // 0: from the reference kernel's time on the task
-  std::string replay;
-  int64_t replay_delay_ms = 0;
 };
 
 void AddTaskOptions(CLI::App& app, TaskOptions& options, bool with_replay) {
@@ -47,106 +39,12 @@ void AddTaskOptions(CLI::App& app, TaskOptions& options, bool with_replay) {
   app.add_flag("--causal", options.causal, "causal attention");
   app.add_option("--problem", options.problem_settings,
                  "PARAM=VALUE (repeatable): another problem parameter, e.g. Q_FP8=1");
-  app.add_option("--gpu", options.gpu, "the GPU to measure on")->capture_default_str();
-  app.add_option("--cache-dir", options.cache_dir, "compile cache folder")->capture_default_str();
-  app.add_flag("--no-cache", options.no_cache, "neither read nor fill the compile cache");
-  app.add_option("--jobs,-j", options.jobs,
-                 "concurrent NVRTC compiles (default: one per core, as memory allows)")
-      ->check(CLI::PositiveNumber);
-  app.add_flag("--allow-spills", options.allow_spills, "let register spills pass gate 1");
-  app.add_flag("--flush-l2", options.flush_l2, "flush the L2 cache before every timed launch");
-  app.add_option("--deadline-ms", options.deadline_ms, kDeadlineHelp)->check(CLI::PositiveNumber);
-  if (with_replay) {
-    app.add_option("--replay", options.replay,
-                   "answer from a recording made by `evo sweep` instead of a GPU");
-    app.add_option("--replay-delay-ms", options.replay_delay_ms,
-                   "time a replayed evaluation takes (to give replays a GPU's pace)")
-        ->check(CLI::NonNegativeNumber);
-  }
+  AddEvaluatorOptions(app, options, with_replay);
 }
 
 Problem TaskProblem(const Manifest& manifest, const TaskOptions& options) {
   return CommandLineProblem(manifest, options.shape, options.causal, options.problem_settings);
 }
-
-// An evaluator with everything it borrows.
-struct EvaluatorSetup {
-  NvrtcCompiler nvrtc;
-  std::unique_ptr<CompileCache> cache;
-  std::unique_ptr<CachingCompiler> caching;
-  std::unique_ptr<CandidateEvaluator> evaluator;
-  GpuPipeline* pipeline = nullptr;    // when the evaluator is the GPU's
-  ReplayEvaluator* replay = nullptr;  // when it replays a recording
-  ArchInfo arch;
-};
-
-std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
-                                              const TaskOptions& options,
-                                              const KernelTemplate& kernel_template,
-                                              const Problem& problem) {
-  auto setup = std::make_unique<EvaluatorSetup>();
-  if (!options.replay.empty()) {
-    auto replay = std::make_unique<ReplayEvaluator>(
-        options.replay, kernel_template.manifest, problem,
-        std::chrono::milliseconds(options.replay_delay_ms), kernel_template.source_hash);
-    setup->replay = replay.get();
-    setup->evaluator = std::move(replay);
-    setup->arch = ArchByName(setup->evaluator->identity().arch);
-    return setup;
-  }
-  const std::vector<DeviceInfo> devices = QueryDevices();  // says plainly when there is none
-  if (options.gpu < 0 || options.gpu >= static_cast<int>(devices.size())) {
-    throw Error("there is no GPU " + std::to_string(options.gpu) + " (found " +
-                std::to_string(devices.size()) + ")");
-  }
-  const DeviceInfo& device = devices[static_cast<size_t>(options.gpu)];
-  setup->arch = device.arch_info();
-  RequireSupportedArch(kernel_template.manifest, setup->arch);
-  Compiler* compiler = &setup->nvrtc;
-  GpuPipelineOptions pipeline;
-  pipeline.compile_jobs = options.jobs;
-  pipeline.allow_spills = options.allow_spills;
-  if (options.deadline_ms > 0) pipeline.deadline = std::chrono::milliseconds(options.deadline_ms);
-  pipeline.timing.flush_l2 = options.flush_l2;
-  pipeline.worker.template_folders.assign(global.template_folders.begin(),
-                                          global.template_folders.end());
-  if (!options.no_cache) {
-    setup->cache = std::make_unique<CompileCache>(options.cache_dir);
-    setup->caching = std::make_unique<CachingCompiler>(setup->nvrtc, *setup->cache);
-    compiler = setup->caching.get();
-    pipeline.worker.cache_dir = options.cache_dir;
-  }
-  auto gpu = std::make_unique<GpuPipeline>(kernel_template, problem, device, *compiler, pipeline);
-  setup->pipeline = gpu.get();
-  setup->evaluator = std::move(gpu);
-  return setup;
-}
-
-std::atomic<bool> g_stop_requested{false};
-
-extern "C" void RequestStop(int) { g_stop_requested.store(true); }
-
-// Ctrl-C and SIGTERM finish the candidate on the GPU, store it and stop; a second one kills.
-class StopOnSignals {
- public:
-  StopOnSignals() {
-    g_stop_requested.store(false);
-    struct sigaction action {};
-    action.sa_handler = RequestStop;
-    action.sa_flags = SA_RESETHAND;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~StopOnSignals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
 
 struct RunOptions {
   TaskOptions task;
@@ -163,25 +61,6 @@ struct RunOptions {
   bool force = false;
   bool json = false;
 };
-
-// Refuses to mix measurements of different GPUs, evaluators or template versions in one run.
-void CheckResumable(const RunRecord& run, const EvaluatorIdentity& identity, bool force) {
-  std::string conflict;
-  if (run.spec.evaluator != identity.evaluator) {
-    conflict = "was evaluated by " + run.spec.evaluator + ", this is " + identity.evaluator;
-  } else if (run.spec.device != identity.device || run.spec.arch != identity.arch) {
-    conflict = "was measured on " + run.spec.device + " (" + run.spec.arch + "), this is " +
-               identity.device + " (" + identity.arch + ")";
-  } else if (run.spec.template_hash != identity.template_hash) {
-    conflict = "searched template version " + run.spec.template_hash.substr(0, 12) +
-               ", this is version " + identity.template_hash.substr(0, 12);
-  }
-  if (!conflict.empty() && !force) {
-    throw Error("run " + std::to_string(run.id) + " " + conflict +
-                "; its figures would not compare. Pass --force to continue it anyway, or --new "
-                "for a fresh run");
-  }
-}
 
 std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
                                 std::shared_ptr<RunOptions> options) {

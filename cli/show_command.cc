@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/package_export.h"
 #include "cli/search_commands.h"
 #include "cli/search_output.h"
 #include "common/error.h"
@@ -53,18 +54,6 @@ CandidateRecord SelectCandidate(PopulationStore& store, int64_t id) {
     throw Error("there is no candidate " + std::to_string(id) + " in " + store.path().string());
   }
   return *candidate;
-}
-
-// The template version a run searched, from the templates evo has now.
-const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpec& spec) {
-  const KernelTemplate& kernel_template = library.Find(spec.template_name);
-  if (kernel_template.source_hash != spec.template_hash) {
-    throw Error("the run searched version " + spec.template_hash.substr(0, 12) + " of " +
-                spec.template_name + ", but this evo has version " +
-                kernel_template.source_hash.substr(0, 12) +
-                "; pass the old version's folder with --templates");
-  }
-  return kernel_template;
 }
 
 const char* ScratchZeroName(ScratchZero zero) {
@@ -217,11 +206,38 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<ShowOptions>();
   auto out = std::make_shared<std::string>();
   auto cache_dir = std::make_shared<std::string>("runs/cache");
-  app.add_option("id", options->candidate, "candidate id")->required();
-  app.add_option("--out", *out, "folder to write into (created)")->required();
+  auto package = std::make_shared<PackageExportOptions>();
+  app.add_option("id", options->candidate, "candidate id (with --out)");
+  app.add_option("--out", *out, "folder to write the candidate's cubin, source and launch.json");
+  app.add_option("--python", package->python_dir,
+                 "folder to write a Python package into: the tuned runs' best kernels, their "
+                 "dispatch table and attention(q, k, v) over PyTorch tensors");
+  app.add_option("--cpp", package->cpp_dir,
+                 "folder to write a C++ library into: the same kernels and dispatch over the CUDA "
+                 "driver, a CMakeLists.txt and an example program");
+  app.add_option("--run", package->runs,
+                 "a run to export with --python/--cpp (repeatable; default: every run of the "
+                 "database with a measured kernel)");
+  app.add_option("--name", package->name, "the Python package's name")->capture_default_str();
   app.add_option("--db", options->db, "the population database")->capture_default_str();
   app.add_option("--cache-dir", *cache_dir, "compile cache folder")->capture_default_str();
-  return [&global, options, out, cache_dir] {
+  return [&global, options, out, cache_dir, package] {
+    const bool packages = !package->python_dir.empty() || !package->cpp_dir.empty();
+    if (packages) {
+      if (options->candidate != 0 || !out->empty()) {
+        throw Error(
+            "a candidate id exports one kernel (with --out); --python and --cpp export "
+            "the tuned runs (--run selects them)");
+      }
+      package->db = options->db;
+      package->cache_dir = *cache_dir;
+      return ExportPackages(global, *package);
+    }
+    if (options->candidate == 0 || out->empty()) {
+      throw Error(
+          "evo export ID --out DIR writes one candidate; evo export --python DIR or "
+          "--cpp DIR writes the tuned runs of --db as a package");
+    }
     PopulationStore store = OpenForReading(options->db);
     const CandidateRecord c = SelectCandidate(store, options->candidate);
     const RunRecord run = SelectRun(store, c.run_id);

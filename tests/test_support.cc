@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
 
 #include "common/files.h"
+#include "kernel_templates/template_library.h"
 
 namespace evo::test {
 namespace {
@@ -98,6 +100,10 @@ CommandResult RunProgram(const std::filesystem::path& program, const std::vector
   return result;
 }
 
+bool HaveProgram(const std::string& name) {
+  return RunProgram("/bin/sh", {"-c", "command -v " + ShellQuote(name)}, "/").exit_code == 0;
+}
+
 bool HaveGpuDriver() {
   void* library = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) return false;
@@ -130,6 +136,20 @@ void WriteTinyTemplate(const std::filesystem::path& folder, const std::string& n
 
 std::filesystem::path H100Recording() {
   return SourceDir() / "tests" / "data" / "sdpa_fp16_h100_2x8x512x64.jsonl";
+}
+
+std::filesystem::path H100RecordingAs(const std::filesystem::path& dir, int64_t s, int64_t causal) {
+  const std::string text = ReadFile(H100Recording());
+  const size_t end_of_header = text.find('\n');
+  nlohmann::json header = nlohmann::json::parse(text.substr(0, end_of_header));
+  header["problem"]["S_q"] = s;
+  header["problem"]["S_kv"] = s;
+  header["problem"]["CAUSAL"] = causal;
+  header["template_hash"] = TemplateLibrary::Load({}).Find("sdpa_fp16").source_hash;
+  const std::filesystem::path path =
+      dir / ("sdpa_fp16_" + std::to_string(s) + (causal != 0 ? "_causal" : "") + ".jsonl");
+  WriteFile(path, header.dump() + text.substr(end_of_header));
+  return path;
 }
 
 }  // namespace evo::test

@@ -45,6 +45,12 @@ std::filesystem::path SourceDir();
 // replay evaluator answers from.
 std::filesystem::path H100Recording();
 
+// That recording claimed for sdpa_fp16 at 2,8,S,64 (causal or not) and for the template's
+// version of today, written into `dir`: the measurements are the same, only the header differs.
+// It gives `evo tune` a recording per shape, and `evo export` runs of the template it compiles
+// today.
+std::filesystem::path H100RecordingAs(const std::filesystem::path& dir, int64_t s, int64_t causal);
+
 // Runs `program` with these arguments in `working_dir`, capturing its output.
 CommandResult RunProgram(const std::filesystem::path& program, const std::vector<std::string>& args,
                          const std::filesystem::path& working_dir);
@@ -52,6 +58,9 @@ CommandResult RunProgram(const std::filesystem::path& program, const std::vector
 // Runs the built evo binary with these arguments in `working_dir`.
 CommandResult RunEvo(const std::vector<std::string>& args,
                      const std::filesystem::path& working_dir);
+
+// True when `name` is a program on the PATH (python3, g++, cmake).
+bool HaveProgram(const std::string& name);
 
 // True when a CUDA driver can be loaded here; GPU tests skip (and say so) when it is false.
 bool HaveGpuDriver();

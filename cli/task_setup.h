@@ -1,0 +1,76 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "cli/command_support.h"
+#include "evaluator/candidate_evaluator.h"
+#include "evaluator/compile_cache.h"
+#include "evaluator/gpu_pipeline.h"
+#include "evaluator/nvrtc_compiler.h"
+#include "evaluator/recording.h"
+#include "population/store.h"
+
+namespace evo::cli {
+
+// How candidates are evaluated: on a GPU (through the compile pipeline and a worker) or by
+// replaying a recording. Shared by `evo run`, `evo sweep` and `evo tune`.
+struct EvaluatorOptions {
+  int gpu = 0;
+  std::string cache_dir = "runs/cache";
+  bool no_cache = false;
+  int jobs = 0;
+  bool allow_spills = false;
+  bool flush_l2 = false;
+  int64_t deadline_ms = 0;  // 0: from the reference kernel's time on the task
+  std::string replay;
+  int64_t replay_delay_ms = 0;
+};
+
+// --gpu, --cache-dir, --no-cache, --jobs, --allow-spills, --flush-l2, --deadline-ms and, with
+// `with_replay`, --replay and --replay-delay-ms.
+void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_replay);
+
+// An evaluator with everything it borrows.
+struct EvaluatorSetup {
+  NvrtcCompiler nvrtc;
+  std::unique_ptr<CompileCache> cache;
+  std::unique_ptr<CachingCompiler> caching;
+  std::unique_ptr<CandidateEvaluator> evaluator;
+  GpuPipeline* pipeline = nullptr;    // when the evaluator is the GPU's
+  ReplayEvaluator* replay = nullptr;  // when it replays a recording
+  ArchInfo arch;
+};
+
+// The evaluator of one task: the recording's replay when options.replay names one, else the GPU
+// pipeline on options.gpu (throws evo::Error, plainly, where there is no GPU).
+std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
+                                              const EvaluatorOptions& options,
+                                              const KernelTemplate& kernel_template,
+                                              const Problem& problem);
+
+// Set by the first Ctrl-C or SIGTERM while a StopOnSignals is alive.
+extern std::atomic<bool> g_stop_requested;
+
+// Ctrl-C and SIGTERM finish the candidate on the GPU, store it and stop; a second one kills.
+class StopOnSignals {
+ public:
+  StopOnSignals();
+  ~StopOnSignals();
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+// Refuses to mix measurements of different GPUs, evaluators or template versions in one run,
+// unless `force`.
+void CheckResumable(const RunRecord& run, const EvaluatorIdentity& identity, bool force);
+
+}  // namespace evo::cli

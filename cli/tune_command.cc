@@ -1,0 +1,311 @@
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/search_commands.h"
+#include "cli/search_output.h"
+#include "cli/task_setup.h"
+#include "cli/tune_plan.h"
+#include "common/error.h"
+#include "engine/search.h"
+#include "evaluator/cuda_driver.h"
+#include "population/run_lock.h"
+#include "population/store.h"
+
+namespace evo::cli {
+namespace {
+
+struct TuneOptions {
+  std::vector<std::string> templates;
+  std::vector<std::string> shapes;
+  std::string shapes_file;
+  std::vector<std::string> grids;
+  bool causal = false;
+  std::vector<std::string> problem_settings;
+  EvaluatorOptions evaluator;
+  std::vector<std::string> replays;
+  std::string db = "runs/tune.db";
+  int elite = 3;
+  int64_t budget = 100;
+  uint64_t seed = 0;
+  int generation_size = 16;
+  int patience = 0;
+  std::string time_limit;
+  double slow_factor = 3.0;
+  bool force = false;
+  bool no_seed_elites = false;
+  bool list = false;
+};
+
+// The recording among `replays` of this task (its template and problem), or empty.
+std::string RecordingOf(const std::vector<std::pair<std::string, Recording>>& recordings,
+                        const TuneTask& task) {
+  const Manifest& manifest = task.kernel_template->manifest;
+  for (const auto& [path, recording] : recordings) {
+    if (recording.header.template_name == manifest.name &&
+        CompleteProblem(manifest, recording.header.problem) == task.problem) {
+      return path;
+    }
+  }
+  return "";
+}
+
+// What the tune does with one task's run.
+struct TaskRun {
+  std::optional<RunRecord> run;  // the run to continue, or none: a new one
+  bool done = false;             // finished, and the budget does not extend it
+};
+
+TaskRun FindTaskRun(PopulationStore& store, const TuneTask& task, int64_t budget) {
+  TaskRun found;
+  for (const RunRecord& run : store.Runs()) {
+    if (run.spec.template_name == task.kernel_template->manifest.name &&
+        run.spec.problem == task.problem) {
+      found.run = run;  // the latest of this task
+    }
+  }
+  if (found.run) {
+    found.done = found.run->state == RunState::kFinished && budget <= found.run->spec.budget;
+  }
+  return found;
+}
+
+std::string SummaryLine(size_t index, size_t count, const TuneTask& task, const RunRecord& run,
+                        PopulationStore& store, const std::string& note) {
+  const std::vector<CandidateRecord> elite = store.Elite(run.id);
+  const std::string best =
+      elite.empty() ? "-"
+                    : fmt::format("{:.2f} us (#{})", *elite.front().score_us(), elite.front().id);
+  return fmt::format("[{}/{}] {:<40} run {:>3}  {:<8} {:>5}/{:<5} best {}{}\n", index + 1, count,
+                     task.label, run.id, ToString(run.state), run.finished_candidates,
+                     run.spec.budget, best, note);
+}
+
+std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
+                                 std::shared_ptr<TuneOptions> options) {
+  return [&global, &app, options] {
+    const TemplateLibrary library = LoadLibrary(global);
+    std::vector<TuneShape> shapes;
+    for (const std::string& text : options->shapes) shapes.push_back(ParseTuneShape(text));
+    if (!options->shapes_file.empty()) {
+      for (TuneShape& shape : ReadShapesFile(options->shapes_file)) shapes.push_back(shape);
+    }
+    for (const std::string& grid : options->grids) {
+      for (TuneShape& shape : ExpandGrid(grid)) shapes.push_back(shape);
+    }
+    if (shapes.empty()) throw Error("evo tune needs shapes: --shape, --shapes FILE or --grid");
+    if (options->templates.empty()) options->templates.push_back("sdpa_fp16");
+    const TunePlan plan =
+        PlanTune(library, options->templates, shapes, options->causal, options->problem_settings);
+    for (const std::string& skipped : plan.skipped) std::cerr << "evo: skipped " << skipped << "\n";
+    if (plan.tasks.empty()) throw Error("no template takes any of the shapes");
+    if (options->list) {
+      for (size_t i = 0; i < plan.tasks.size(); ++i) {
+        std::cout << fmt::format("[{}/{}] {}\n", i + 1, plan.tasks.size(), plan.tasks[i].label);
+      }
+      return kExitOk;
+    }
+
+    // Every task's evaluator is known to exist before the database is touched.
+    std::vector<std::string> task_replays(plan.tasks.size());
+    if (!options->replays.empty()) {
+      std::vector<std::pair<std::string, Recording>> recordings;
+      for (const std::string& path : options->replays) {
+        recordings.emplace_back(path, ReadRecording(path, true));
+      }
+      std::string missing;
+      for (size_t i = 0; i < plan.tasks.size(); ++i) {
+        task_replays[i] = RecordingOf(recordings, plan.tasks[i]);
+        if (task_replays[i].empty()) missing += "\n  " + plan.tasks[i].label;
+      }
+      if (!missing.empty()) throw Error("no --replay recording measured" + missing);
+    } else {
+      QueryDevices();  // says plainly when there is no GPU
+    }
+
+    PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
+    const RunLock lock(options->db);
+    const bool budget_given = app.count("--budget") > 0;
+
+    // The set's budget: each task's own (a finished run keeps its, unless --budget raises it).
+    std::vector<TaskRun> task_runs;
+    int64_t set_budget = 0;
+    for (const TuneTask& task : plan.tasks) {
+      task_runs.push_back(FindTaskRun(store, task, budget_given ? options->budget : 0));
+      const TaskRun& found = task_runs.back();
+      set_budget +=
+          found.run ? std::max(found.run->spec.budget, budget_given ? options->budget : int64_t{0})
+                    : options->budget;
+    }
+    std::cerr << fmt::format(
+        "evo: tuning {} runs ({} shapes x {} templates) into {}, {} "
+        "candidates in all\n",
+        plan.tasks.size(), shapes.size(), options->templates.size(), options->db, set_budget);
+
+    SearchOptions search_options;
+    search_options.slow_factor = options->slow_factor;
+    if (!options->time_limit.empty()) {
+      search_options.time_limit = ParseDuration(options->time_limit, "--time-limit");
+    }
+    const bool live = isatty(STDERR_FILENO) != 0;
+    const StopOnSignals signals;
+    int64_t set_done = 0;  // candidates of the tasks before the current one
+    std::string summary;
+    bool interrupted = false;
+    for (size_t i = 0; i < plan.tasks.size() && !interrupted; ++i) {
+      const TuneTask& task = plan.tasks[i];
+      const Manifest& manifest = task.kernel_template->manifest;
+      std::optional<RunRecord> run = task_runs[i].run;
+      if (task_runs[i].done) {
+        set_done += run->finished_candidates;
+        summary += SummaryLine(i, plan.tasks.size(), task, *run, store, " (tuned before)");
+        continue;
+      }
+      EvaluatorOptions evaluator = options->evaluator;
+      evaluator.replay = task_replays[i];
+      const std::unique_ptr<EvaluatorSetup> setup =
+          MakeEvaluator(global, evaluator, *task.kernel_template, task.problem);
+      const EvaluatorIdentity& identity = setup->evaluator->identity();
+      if (i == 0 && !identity.notice.empty()) std::cerr << "evo: " << identity.notice << "\n";
+
+      Manifest searched = setup->replay ? setup->replay->RecordedSpace(manifest) : manifest;
+      std::string note;
+      if (run) {
+        CheckResumable(*run, identity, options->force);
+        if (budget_given && options->budget > run->spec.budget) {
+          store.SetRunBudget(run->id, options->budget);
+        }
+        run = store.FindRun(run->id);
+      } else {
+        // Earlier tasks' elites open this run's first generation, nearest shapes first, before
+        // the template's own starting points: where a search starts decides what a short one
+        // finds. Generation 0 is stored before it is evaluated, so a resume keeps these.
+        if (!options->no_seed_elites) {
+          std::vector<TunedBefore> before;
+          for (size_t j = 0; j < i; ++j) {
+            if (plan.tasks[j].kernel_template != task.kernel_template) continue;
+            const std::optional<RunRecord> earlier = FindTaskRun(store, plan.tasks[j], 0).run;
+            if (earlier) before.push_back({plan.tasks[j].problem, store.Elite(earlier->id)});
+          }
+          const std::vector<KnobSettings> seeds =
+              SeedStartingPoints(searched, task.problem, before,
+                                 static_cast<size_t>(std::max(1, options->generation_size / 2)));
+          searched.starting_points.insert(searched.starting_points.begin(), seeds.begin(),
+                                          seeds.end());
+          if (!seeds.empty()) note = fmt::format(" (seeded with {} elites)", seeds.size());
+        }
+        RunSpec spec;
+        spec.template_name = manifest.name;
+        spec.template_hash = identity.template_hash;
+        spec.problem = task.problem;
+        spec.arch = identity.arch;
+        spec.device = identity.device;
+        spec.evaluator = identity.evaluator;
+        spec.driver_version = identity.driver_version;
+        spec.nvrtc_version = identity.nvrtc_version;
+        spec.evo_version = EVO_VERSION;
+        spec.seed = app.count("--seed") > 0 ? options->seed : std::random_device{}();
+        spec.budget = options->budget;
+        spec.elite_size = options->elite;
+        spec.generation_size = options->generation_size;
+        spec.patience = options->patience;
+        run = store.FindRun(store.CreateRun(spec));
+      }
+
+      const SearchSpace space(searched, run->spec.problem, setup->arch);
+      Search search(store, run->id, space, *setup->evaluator, search_options);
+      const std::string prefix = fmt::format("[{}/{}] {}: ", i + 1, plan.tasks.size(), task.label);
+      size_t last_width = 0;
+      const int64_t every = std::max<int64_t>(1, run->spec.budget / 4);
+      const SearchSummary result = search.Run(
+          [&](const SearchProgress& progress) {
+            const std::string line =
+                prefix + ProgressLine(progress) +
+                fmt::format(" | set {}/{}", set_done + progress.evaluated, set_budget);
+            if (live) {
+              std::cerr << "\r" << line
+                        << std::string(last_width > line.size() ? last_width - line.size() : 0, ' ')
+                        << std::flush;
+              last_width = line.size();
+            } else if (progress.evaluated % every == 0 || progress.evaluated == progress.budget) {
+              std::cerr << line << "\n";
+            }
+          },
+          g_stop_requested);
+      if (live && last_width > 0) std::cerr << "\n";
+      const RunRecord finished = *store.FindRun(run->id);
+      set_done += finished.finished_candidates;
+      summary += SummaryLine(i, plan.tasks.size(), task, finished, store,
+                             note + (result.reason == StopReason::kBudget
+                                         ? ""
+                                         : " (" + std::string(ToString(result.reason)) + ")"));
+      interrupted = result.reason == StopReason::kInterrupted;
+    }
+    std::cout << summary;
+    if (interrupted) {
+      std::cout << "interrupted; run the same evo tune again to continue\n";
+      return 130;
+    }
+    std::cout << fmt::format("export the set: evo export --python DIR --db {} (or --cpp DIR)\n",
+                             options->db);
+    return kExitOk;
+  };
+}
+
+}  // namespace
+
+std::function<int()> SetupTune(CLI::App& app, const GlobalOptions& global) {
+  auto options = std::make_shared<TuneOptions>();
+  app.add_option("--template,-t", options->templates,
+                 "a template to tune (repeatable; default sdpa_fp16)");
+  app.add_option("--shape", options->shapes,
+                 "B,H,S,D or B,H,S_q,S_kv,D, H may be H:H_kv, ',causal' may follow (repeatable)");
+  app.add_option("--shapes", options->shapes_file, "a file of shapes, one per line ('#' comments)");
+  app.add_option("--grid", options->grids,
+                 "shapes as a product, e.g. \"BxH=2x8,4x16 S=512..16384 D=64,128 CAUSAL=0,1\" "
+                 "(LO..HI: powers of two; names B, H, H_kv, S, S_q, S_kv, D, CAUSAL, BxH)");
+  app.add_flag("--causal", options->causal, "every shape causal");
+  app.add_option("--problem", options->problem_settings,
+                 "PARAM=VALUE (repeatable) for every shape, e.g. BF16=1; templates without it "
+                 "are skipped");
+  AddEvaluatorOptions(app, options->evaluator, false);
+  app.add_option("--replay", options->replays,
+                 "answer from recordings made by `evo sweep` instead of a GPU (repeatable: each "
+                 "task replays the recording of its template and shape)");
+  app.add_option("--replay-delay-ms", options->evaluator.replay_delay_ms,
+                 "time a replayed evaluation takes")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--db", options->db, "the population database of the set")->capture_default_str();
+  app.add_option("--elite", options->elite, "size K of each run's Top-K elite")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--budget", options->budget,
+                 "candidates per shape that reach the gates; a larger one extends finished runs")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", options->seed, "random seed of every run (default: drawn per run)");
+  app.add_option("--generation-size", options->generation_size, "candidates per generation")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--patience", options->patience,
+                 "stop a run after this many generations without improvement (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--time-limit", options->time_limit,
+                 "stop each run after this long (90s, 15m, 2h); the run can be resumed");
+  app.add_option("--slow-factor", options->slow_factor,
+                 "a measurement this many times the best is `slow`")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1000.0));
+  app.add_flag("--force", options->force,
+               "continue runs measured on another GPU, evaluator or template version");
+  app.add_flag("--no-seed-elites", options->no_seed_elites,
+               "do not open new runs with the elites of the shapes tuned before them");
+  app.add_flag("--list", options->list, "print the runs the set consists of, and tune nothing");
+  return TuneCommand(global, app, options);
+}
+
+}  // namespace evo::cli

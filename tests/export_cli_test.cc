@@ -1,0 +1,156 @@
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "common/files.h"
+#include "common/sha256.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+using test::RunEvo;
+
+// Two shapes of sdpa_fp16 tuned from (re-labelled) H100 recordings into dir/tune.db.
+void TuneTwoShapes(const std::filesystem::path& dir) {
+  const auto tuned = RunEvo(
+      {"tune", "--db", (dir / "tune.db").string(), "--budget", "12", "--seed", "2", "--shape",
+       "2,8,512,64", "--shape", "2,8,1024,64,causal", "--replay",
+       test::H100RecordingAs(dir, 512, 0).string(), "--replay",
+       test::H100RecordingAs(dir, 1024, 1).string(), "--cache-dir", (dir / "cache").string()},
+      dir);
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+}
+
+TEST_CASE("evo export --python and --cpp write the tuned runs as packages that work without a GPU",
+          "[cli][export]") {
+  test::TempDir dir;
+  TuneTwoShapes(dir.path());
+  const std::string db = (dir.path() / "tune.db").string();
+  const std::string cache = (dir.path() / "cache").string();
+  const auto exported = RunEvo({"export", "--python", "py", "--cpp", "cpp", "--db", db,
+                                "--cache-dir", cache, "--name", "tuned_attention"},
+                               dir.path());
+  INFO(exported.err);
+  REQUIRE(exported.exit_code == 0);
+  CHECK(exported.out.find("wrote the Python package py/tuned_attention: 2 entries") !=
+        std::string::npos);
+  CHECK(exported.out.find("wrote the C++ library cpp: 2 entries") != std::string::npos);
+
+  // The package holds the table and the cubins it names, byte for byte.
+  const std::filesystem::path package = dir.path() / "py" / "tuned_attention";
+  const nlohmann::json table = nlohmann::json::parse(ReadFile(package / "table.json"));
+  REQUIRE(table["entries"].size() == 2);
+  for (const nlohmann::json& kernel : table["kernels"]) {
+    const std::string cubin = ReadFile(package / kernel["cubin"].get<std::string>());
+    CHECK(Sha256Hex(cubin) == kernel["cubin_sha256"]);
+    CHECK(cubin.substr(1, 3) == "ELF");
+    CHECK(kernel["target"] == "sm_90");
+  }
+  CHECK(table["entries"][0]["shape"]["S_q"] == 512);
+  CHECK(table["entries"][1]["shape"]["S_q"] == 1024);
+  CHECK(ReadFile(dir.path() / "cpp" / "table.json") == ReadFile(package / "table.json"));
+  CHECK(ReadFile(package / "README.md").find("import tuned_attention") != std::string::npos);
+
+  if (test::HaveProgram("python3")) {
+    const auto checks = test::RunProgram(
+        "python3",
+        {(test::SourceDir() / "tests" / "data" / "export" / "python_checks.py").string(),
+         (dir.path() / "py").string(), "tuned_attention"},
+        dir.path());
+    INFO(checks.out << checks.err);
+    CHECK(checks.exit_code == 0);
+    CHECK(checks.out.find("ok: the first entry's own shape picks it, exactly") !=
+          std::string::npos);
+    if (checks.out.find("SKIPPED-TORCH") != std::string::npos) {
+      WARN("the PyTorch checks of the exported module were skipped: PyTorch is not installed");
+    } else {
+      CHECK(checks.out.find("PASSED") != std::string::npos);
+    }
+  } else {
+    WARN("skipped the exported module's checks: no python3");
+  }
+
+  // The C++ library and its example build with the system's compiler and CMake (the example
+  // links the driver's stub where no driver is installed).
+  if (test::HaveProgram("cmake") && test::HaveProgram("g++")) {
+    const std::string source = (dir.path() / "cpp").string();
+    const std::string build = (dir.path() / "cpp" / "build").string();
+    const auto configured = test::RunProgram(
+        "cmake", {"-S", source, "-B", build, "-DCMAKE_BUILD_TYPE=Release"}, dir.path());
+    INFO(configured.out << configured.err);
+    REQUIRE(configured.exit_code == 0);
+    const auto built = test::RunProgram("cmake", {"--build", build, "-j", "2"}, dir.path());
+    INFO(built.out << built.err);
+    CHECK(built.exit_code == 0);
+    CHECK(std::filesystem::exists(dir.path() / "cpp" / "build" / "libevo_attention.a"));
+    CHECK(std::filesystem::exists(dir.path() / "cpp" / "build" / "evo_attention_example"));
+  } else {
+    WARN("skipped building the C++ export: no cmake or g++");
+  }
+
+  // Misuse is named.
+  const auto both = RunEvo({"export", "3", "--python", "py", "--db", db}, dir.path());
+  CHECK(both.exit_code == 2);
+  CHECK(both.err.find("a candidate id exports one kernel") != std::string::npos);
+  const auto neither = RunEvo({"export", "--db", db}, dir.path());
+  CHECK(neither.exit_code == 2);
+  CHECK(neither.err.find("evo export ID --out DIR writes one candidate") != std::string::npos);
+  const auto name =
+      RunEvo({"export", "--python", "py", "--db", db, "--name", "9lives"}, dir.path());
+  CHECK(name.exit_code == 2);
+  CHECK(name.err.find("is not a Python package name") != std::string::npos);
+  const auto run = RunEvo({"export", "--cpp", "cpp2", "--db", db, "--run", "7"}, dir.path());
+  CHECK(run.exit_code == 2);
+  CHECK(run.err.find("there is no run 7") != std::string::npos);
+}
+
+// On the GPU machine: a set tuned on the GPU here, exported, and called from PyTorch
+// (scripts/export-check.py: tuned and untuned shapes, partial tiles, CUDA graphs, torch.compile,
+// against torch's math backend) and from C++ (the export's example program).
+TEST_CASE("the exported module and library run tuned and untuned shapes on the GPU",
+          "[gpu][export]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  test::TempDir dir;
+  const std::string db = (dir.path() / "tune.db").string();
+  const auto tuned = RunEvo({"tune", "--db", db, "--budget", "6", "--seed", "1", "--grid",
+                             "BxH=2x8 S=512,1024 D=64 CAUSAL=0,1", "--shape", "1,16:4,1,2048,128"},
+                            dir.path());
+  INFO(tuned.out << tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  const auto exported =
+      RunEvo({"export", "--python", "py", "--cpp", "cpp", "--db", db}, dir.path());
+  INFO(exported.err);
+  REQUIRE(exported.exit_code == 0);
+
+  const auto python =
+      test::RunProgram("python3",
+                       {(test::SourceDir() / "scripts" / "export-check.py").string(),
+                        (dir.path() / "py" / "evo_attention").string()},
+                       dir.path());
+  INFO(python.out << python.err);
+  if (python.out.find("needs PyTorch") != std::string::npos) {
+    WARN("skipped the Python module on the GPU: PyTorch is not installed");
+  } else {
+    CHECK(python.exit_code == 0);
+    CHECK(python.out.find("all checks passed") != std::string::npos);
+  }
+
+  const std::string source = (dir.path() / "cpp").string();
+  const std::string build = (dir.path() / "cpp" / "build").string();
+  REQUIRE(test::RunProgram("cmake", {"-S", source, "-B", build}, dir.path()).exit_code == 0);
+  const auto built = test::RunProgram("cmake", {"--build", build, "-j", "8"}, dir.path());
+  INFO(built.out << built.err);
+  REQUIRE(built.exit_code == 0);
+  const auto example =
+      test::RunProgram(dir.path() / "cpp" / "build" / "evo_attention_example", {}, dir.path());
+  INFO(example.out << example.err);
+  CHECK(example.exit_code == 0);
+  CHECK(example.out.find("all calls match the reference") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace evo

@@ -1,0 +1,343 @@
+#include <catch2/catch.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/sha256.h"
+#include "exports/dispatch_table.h"
+#include "exports/package_writer.h"
+#include "kernel_templates/arch.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+using Json = nlohmann::json;
+
+// A run's best kernel as a table needs it; the cubin is a stand-in (no GPU loads it here).
+TunedKernel Tuned(const TemplateLibrary& library, const std::string& name,
+                  const std::string& settings, Problem given, const std::string& arch,
+                  double score_us, int64_t run_id) {
+  const KernelTemplate& kernel_template = library.Find(name);
+  const Manifest& manifest = kernel_template.manifest;
+  TunedKernel tuned;
+  tuned.kernel_template = &kernel_template;
+  tuned.run.id = run_id;
+  tuned.run.spec.template_name = name;
+  tuned.run.spec.template_hash = kernel_template.source_hash;
+  // A template without grouped heads has no H_kv.
+  std::erase_if(
+      given, [&](const auto& param) { return manifest.FindProblemParam(param.first) == nullptr; });
+  tuned.run.spec.problem = CompleteProblem(manifest, given);
+  CheckProblem(manifest, tuned.run.spec.problem);
+  tuned.run.spec.arch = arch;
+  tuned.run.spec.device = "a test";
+  tuned.run.spec.evaluator = "none";
+  tuned.best.id = run_id * 100;
+  tuned.best.run_id = run_id;
+  tuned.best.proposal.genome = test::GenomeFromSettings(manifest, settings);
+  tuned.best.state = CandidateState::kFinished;
+  tuned.best.outcome.status = Status::kMeasured;
+  tuned.best.outcome.gpu = GpuVerdict{};
+  tuned.best.outcome.gpu->timing = TimingFigures{};
+  tuned.best.outcome.gpu->timing->median_us = score_us;
+  tuned.best.confirmation = TimingFigures{};
+  tuned.best.confirmation->median_us = score_us;
+  tuned.compiled.ok = true;
+  tuned.compiled.cubin = "stand-in cubin of " + name + " " + settings;
+  return tuned;
+}
+
+Problem Sizes(int64_t b, int64_t h, int64_t h_kv, int64_t s_q, int64_t s_kv, int64_t d,
+              int64_t causal) {
+  return {{"B", b},       {"H", h}, {"H_kv", h_kv},    {"S_q", s_q},
+          {"S_kv", s_kv}, {"D", d}, {"CAUSAL", causal}};
+}
+
+const Json* FindConstraint(const Json& plan, const std::string& name) {
+  for (const Json& constraint : plan["constraints"]) {
+    if (constraint["name"] == name) return &constraint;
+  }
+  return nullptr;
+}
+
+TEST_CASE("a kernel's plan keeps the call's sizes as expressions and folds what the compile fixed",
+          "[export]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const CompileResult compiled;
+
+  const KernelTemplate& hopper = library.Find("sdpa_hopper");
+  const Json packed = KernelPlan(
+      hopper, test::GenomeFromSettings(hopper.manifest, "PACK_GQA=1 SPLITS=4 TMA_STORE=0"),
+      CompleteProblem(hopper.manifest, Sizes(64, 32, 8, 1, 8192, 128, 0)), ArchByName("sm_90"),
+      compiled);
+  CHECK(packed["target"] == "sm_90a");
+  CHECK(packed["arch_specific"] == true);
+  CHECK(packed["key"] == Json({{"D", 128},
+                               {"causal", 0},
+                               {"q_dtype", "f16"},
+                               {"kv_dtype", "f16"},
+                               {"out_dtype", "f16"}}));
+  // Derived values that follow the call's sizes stay expressions, evaluated in order per call.
+  const Json& derived = packed["derived"];
+  REQUIRE(derived.size() >= 3);
+  CHECK(derived[0] == Json::array({"GROUP", "(H / H_kv)"}));
+  CHECK(derived[1] == Json::array({"POSITIONS", "(128 / GROUP)"}));
+  // A constraint on the sizes is the kernel's validity for a call; those the compile settled
+  // (smem_fits_block) are gone.
+  REQUIRE(FindConstraint(packed, "pack_gqa_whole_blocks") != nullptr);
+  CHECK((*FindConstraint(packed, "pack_gqa_whole_blocks"))["expr"] == "(0 || ((64 % GROUP) == 0))");
+  CHECK(FindConstraint(packed, "smem_fits_block") == nullptr);
+  CHECK(FindConstraint(packed, "H_kv_check") != nullptr);
+  // Two launches (split KV combined by a second kernel), grids over the sizes, fixed blocks.
+  REQUIRE(packed["launches"].size() == 2);
+  const Json& main = packed["launches"][0];
+  CHECK(main["grid"][0] == "(M_TILES * 4)");
+  CHECK(main["grid"][1] == "SLOTS");
+  CHECK(main["block"] == Json::array({384, 1, 1}));
+  CHECK(main["dynamic_smem_bytes"].is_number_integer());
+  CHECK(packed["launches"][1]["entry"] == "sdpa_hopper_combine");
+  CHECK(packed["call"] ==
+        Json::array({{{"launch", "sdpa_hopper_fwd"}}, {{"launch", "sdpa_hopper_combine"}}}));
+  bool saw_map = false;
+  for (const Json& param : main["params"]) {
+    if (param["name"] == "Q_map") {
+      saw_map = true;
+      CHECK(param["tensor"] == "Q");
+      CHECK(param["box"] == Json::array({64, "POSITIONS", "GROUP", 1}));
+      CHECK(param["swizzle"] == "128B");
+    }
+    if (param["name"] == "Q") CHECK(param["role"] == "q");
+    if (param["name"] == "O") CHECK(param["shape"] == Json::array({"B", "H", "S_q", 128}));
+  }
+  CHECK(saw_map);
+
+  // Without grouped heads, k and v must have q's heads; fp8 kernels take the scales.
+  const KernelTemplate& wgmma = library.Find("sdpa_fp16_wgmma");
+  const Json plain = KernelPlan(wgmma, DefaultGenome(wgmma.manifest),
+                                DefaultProblem(wgmma.manifest), ArchByName("sm_90"), compiled);
+  REQUIRE(FindConstraint(plain, "same_kv_heads") != nullptr);
+  CHECK((*FindConstraint(plain, "same_kv_heads"))["expr"] == "H_kv == H");
+  const KernelTemplate& fp8 = library.Find("sdpa_fp8");
+  Problem fp8_problem = DefaultProblem(fp8.manifest);
+  fp8_problem["Q_FP8"] = 1;
+  const Json scaled =
+      KernelPlan(fp8, DefaultGenome(fp8.manifest), fp8_problem, ArchByName("sm_89"), compiled);
+  CHECK(scaled["key"]["q_dtype"] == "fp8e4m3");
+  CHECK(scaled["key"]["kv_dtype"] == "fp8e4m3");
+  CHECK(scaled["key"]["out_dtype"] == "f16");
+  CHECK(scaled["scales"] == Json::array({"q_scale", "k_scale", "v_scale"}));
+
+  // A template that is not attention is refused by name.
+  test::TempDir dir;
+  test::WriteTinyTemplate(dir.path() / "tiny", "tiny", "extern \"C\" __global__ void tiny() {}");
+  const TemplateLibrary with_tiny = TemplateLibrary::Load({dir.path()});
+  const KernelTemplate& tiny = with_tiny.Find("tiny");
+  CHECK_THROWS_WITH(KernelPlan(tiny, DefaultGenome(tiny.manifest), DefaultProblem(tiny.manifest),
+                               ArchByName("sm_90"), compiled),
+                    Catch::Contains("tiny has no compile-time problem parameter D"));
+}
+
+// A table over several templates, keys, archs and kernels with run-time constraints.
+DispatchPackage TestPackage(const TemplateLibrary& library) {
+  std::vector<TunedKernel> tuned = {
+      Tuned(library, "sdpa_fp16", "", Sizes(2, 8, 8, 512, 512, 64, 0), "sm_90", 8.0, 1),
+      Tuned(library, "sdpa_fp16", "BLOCK_M=128", Sizes(2, 8, 8, 2048, 2048, 64, 0), "sm_90", 60.0,
+            2),
+      Tuned(library, "sdpa_fp16", "STAGES=2", Sizes(8, 16, 16, 1024, 1024, 64, 0), "sm_90", 90.0,
+            3),
+      Tuned(library, "sdpa_fp16", "", Sizes(2, 8, 8, 1024, 1024, 64, 1), "sm_90", 20.0, 4),
+      // Split KV tuned for decoding on an sm_80 GPU: valid only where each split has keys.
+      Tuned(library, "sdpa_fp16", "SPLITS=4 BLOCK_N=64", Sizes(1, 16, 16, 1, 4096, 128, 0), "sm_80",
+            12.0, 5),
+      Tuned(library, "sdpa_hopper", "", Sizes(4, 16, 16, 4096, 4096, 128, 0), "sm_90", 900.0, 6),
+      Tuned(library, "sdpa_hopper", "PACK_GQA=1 SPLITS=4 TMA_STORE=0",
+            Sizes(64, 32, 8, 1, 8192, 128, 0), "sm_90", 40.0, 7),
+      // Two templates tuned at one shape on one GPU: the faster one's entry is the table's.
+      Tuned(library, "sdpa_fp16_wgmma", "", Sizes(2, 8, 8, 2048, 2048, 64, 0), "sm_90", 55.0, 8),
+  };
+  Problem bf16 = Sizes(2, 8, 8, 2048, 2048, 128, 1);
+  bf16["BF16"] = 1;
+  tuned.push_back(Tuned(library, "sdpa_hopper", "", bf16, "sm_90", 70.0, 9));
+  Problem fp8 = Sizes(2, 8, 8, 4096, 4096, 128, 0);
+  fp8["Q_FP8"] = 1;
+  tuned.push_back(Tuned(library, "sdpa_fp8", "", fp8, "sm_89", 300.0, 10));
+  return BuildDispatchPackage(tuned, "the export test");
+}
+
+TEST_CASE("a dispatch table keeps the fastest kernel per key and shape, each kernel once",
+          "[export]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const DispatchPackage package = TestPackage(library);
+  const Json& table = package.table;
+  CHECK(table["format"] == kDispatchTableFormat);
+  // Ten runs, two at 2,8,2048,64 on sm_90: nine entries.
+  const Json& entries = table["entries"];
+  REQUIRE(entries.size() == 9);
+  CHECK(package.cubins.size() == table["kernels"].size());
+  for (const Json& entry : entries) {
+    if (entry["shape"]["S_q"] == 2048 &&
+        table["kernels"][entry["kernel"].get<size_t>()]["key"]["D"] == 64) {
+      CHECK(entry["template"] == "sdpa_fp16_wgmma");
+      CHECK(entry["run"] == 8);
+    }
+  }
+  // Sorted by key, then arch, then shape: D=64 non-causal first, smallest shape first.
+  CHECK(entries[0]["run"] == 1);
+  for (size_t i = 0; i < package.cubins.size(); ++i) {
+    CHECK(table["kernels"][i]["cubin"] == package.cubins[i].first);
+    CHECK(table["kernels"][i]["cubin_sha256"] == Sha256Hex(package.cubins[i].second));
+  }
+  CHECK_THROWS_WITH(BuildDispatchPackage({}, "nothing"), Catch::Contains("no tuned runs"));
+}
+
+std::vector<std::string> Calls() {
+  std::vector<std::string> calls;
+  const std::vector<std::string> heads = {"1 1 1",   "2 8 8",    "2 8 2",   "8 16 16",
+                                          "1 16 16", "64 32 8",  "2 48 16", "2 6 4",
+                                          "4 16 16", "16 32 32", "1 32 8"};
+  const std::vector<std::string> lengths = {
+      "1 1",       "1 33",    "1 4096",    "1 8192",    "17 33",      "509 507",
+      "512 512",   "700 700", "724 724",   "725 725",   "1024 1024",  "1500 1500",
+      "2048 2048", "3000 1",  "4093 4091", "4096 4096", "16384 16384"};
+  const std::vector<std::string> keys = {
+      "64 0 f16 f16",    "64 1 f16 f16", "128 0 f16 f16",         "128 1 bf16 bf16",
+      "128 0 bf16 bf16", "96 0 f16 f16", "128 0 fp8e4m3 fp8e4m3", "128 0 f16 fp8e4m3"};
+  for (const std::string& h : heads) {
+    for (const std::string& s : lengths) {
+      for (const std::string& key : keys) {
+        for (const char* sm : {"90", "86", "89", "75"}) {
+          calls.push_back(h + " " + s + " " + key + " " + sm);
+        }
+      }
+    }
+  }
+  calls.push_back("0 8 8 512 512 64 0 f16 f16 90");
+  calls.push_back("2 8 8 512 3000000000 64 0 f16 f16 90");
+  return calls;
+}
+
+// The text each implementation printed for each call.
+std::map<std::string, std::string> ByCall(const std::string& output) {
+  std::map<std::string, std::string> described;
+  std::istringstream in(output);
+  std::string line;
+  std::string call;
+  while (std::getline(in, line)) {
+    if (line.rfind("call ", 0) == 0) {
+      call = line.substr(5);
+      described[call];
+    } else {
+      described[call] += line + "\n";
+    }
+  }
+  return described;
+}
+
+TEST_CASE("the exported Python and C++ dispatch agree on every call: exact, nearest, refused",
+          "[export]") {
+  if (!test::HaveProgram("python3") || !test::HaveProgram("g++")) {
+    WARN("skipped: python3 or g++ is missing");
+    return;
+  }
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const DispatchPackage package = TestPackage(library);
+  test::TempDir dir;
+  WritePythonPackage(dir.path() / "py", "tuned_attention", package);
+  WriteCppPackage(dir.path() / "cpp", package);
+  const std::vector<std::string> calls = Calls();
+  std::string text;
+  for (const std::string& call : calls) text += call + "\n";
+  test::WriteFile(dir.path() / "calls.txt", text);
+
+  const std::filesystem::path data = test::SourceDir() / "tests" / "data" / "export";
+  const test::CommandResult python =
+      test::RunProgram("python3",
+                       {(data / "describe_calls.py").string(), (dir.path() / "py").string(),
+                        "tuned_attention", (dir.path() / "calls.txt").string()},
+                       dir.path());
+  INFO(python.err);
+  REQUIRE(python.exit_code == 0);
+  const std::filesystem::path cpp = dir.path() / "cpp";
+  const test::CommandResult build = test::RunProgram(
+      "g++",
+      {"-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-I", (cpp / "include").string(), "-I",
+       "/usr/local/cuda/include", (cpp / "src" / "evo_attention.cc").string(),
+       (cpp / "src" / "evo_attention_data.cc").string(), (data / "describe_calls.cc").string(),
+       "-ldl", "-o", (dir.path() / "describe").string()},
+      dir.path());
+  INFO(build.err);
+  REQUIRE(build.exit_code == 0);
+  const test::CommandResult native =
+      test::RunProgram(dir.path() / "describe", {(dir.path() / "calls.txt").string()}, dir.path());
+  INFO(native.err);
+  REQUIRE(native.exit_code == 0);
+
+  const std::map<std::string, std::string> from_python = ByCall(python.out);
+  const std::map<std::string, std::string> from_cpp = ByCall(native.out);
+  REQUIRE(from_python.size() == calls.size());
+  size_t picked = 0;
+  for (const std::string& call : calls) {
+    INFO(call);
+    CHECK(from_cpp.at(call) == from_python.at(call));
+    picked += from_python.at(call).rfind("entry ", 0) == 0 ? 1 : 0;
+  }
+  CHECK(picked > calls.size() / 10);
+
+  const Json& entries = package.table["entries"];
+  const auto entry_of = [&](const std::string& call) {
+    const std::string& described = from_python.at(call);
+    REQUIRE(described.rfind("entry ", 0) == 0);
+    return std::stoul(described.substr(6));
+  };
+  const auto tuned_at = [&](const std::string& call) {
+    const Json& shape = entries[entry_of(call)]["shape"];
+    return std::to_string(shape["B"].get<int64_t>()) + " " +
+           std::to_string(shape["H"].get<int64_t>()) + " " +
+           std::to_string(shape["H_kv"].get<int64_t>()) + " " +
+           std::to_string(shape["S_q"].get<int64_t>()) + " " +
+           std::to_string(shape["S_kv"].get<int64_t>());
+  };
+  // The tuned shape itself.
+  CHECK(from_python.at("2 8 8 512 512 64 0 f16 f16 90").find(" exact 1 ") != std::string::npos);
+  CHECK(tuned_at("2 8 8 512 512 64 0 f16 f16 90") == "2 8 8 512 512");
+  // Nearest buckets: 700 is under 2^9.5 (512's), 725 over it but as near to 512 as to 1024's
+  // absence; 1500 is nearer 2048 than 512 in half-octaves; partial tiles keep their shape's.
+  CHECK(tuned_at("2 8 8 700 700 64 0 f16 f16 90") == "2 8 8 512 512");
+  CHECK(from_python.at("2 8 8 700 700 64 0 f16 f16 90").find(" exact 0 ") != std::string::npos);
+  CHECK(tuned_at("2 8 8 1500 1500 64 0 f16 f16 90") == "2 8 8 2048 2048");
+  CHECK(tuned_at("2 8 8 509 507 64 0 f16 f16 90") == "2 8 8 512 512");
+  CHECK(tuned_at("16 32 32 1024 1024 64 0 f16 f16 90") == "8 16 16 1024 1024");
+  CHECK(entries[entry_of("2 8 8 2048 2048 64 0 f16 f16 90")]["template"] == "sdpa_fp16_wgmma");
+  // Grouped heads: the packed kernel serves G = 4 calls; G = 3 breaks its whole blocks and the
+  // unpacked kernel of the same key serves instead.
+  CHECK(tuned_at("64 32 8 1 8192 128 0 f16 f16 90") == "64 32 8 1 8192");
+  CHECK(tuned_at("2 48 16 1 8192 128 0 f16 f16 90") == "4 16 16 4096 4096");
+  // The sm_80 split-KV kernel serves an sm_86 GPU, not an sm_90 one, and only with keys for
+  // every split.
+  CHECK(tuned_at("1 16 16 1 4096 128 0 f16 f16 86") == "1 16 16 1 4096");
+  CHECK(from_python.at("1 16 16 1 33 128 0 f16 f16 86")
+            .find("error: no tuned kernel for D=128, not causal, q f16, k/v f16 on sm_86 is valid "
+                  "for B=1 H=16 H_kv=16 S_q=1 S_kv=33: the kernel tuned at B=1 H=16 H_kv=16 "
+                  "S_q=1 S_kv=4096 needs splits_have_keys") == 0);
+  // Refusals: a compile-time key nobody tuned, a GPU nothing runs on, sizes out of range.
+  CHECK(from_python.at("2 8 8 512 512 96 0 f16 f16 90")
+            .find("error: no tuned kernel for D=96, not causal, q f16, k/v f16 on sm_90: the "
+                  "table has ") == 0);
+  CHECK(from_python.at("2 8 8 512 512 64 0 f16 f16 75")
+            .find("error: no kernel of this table runs on sm_75") == 0);
+  CHECK(from_python.at("2 6 4 512 512 64 0 f16 f16 90")
+            .find("error: H=6 query heads are not a multiple of H_kv=4") == 0);
+  CHECK(from_python.at("0 8 8 512 512 64 0 f16 f16 90").find("error: B=0 is outside") == 0);
+  CHECK(from_python.at("2 8 8 512 3000000000 64 0 f16 f16 90")
+            .find("error: S_kv=3000000000 is outside") == 0);
+  // fp8 kernels run where they were compiled (sm_89), with their scales.
+  CHECK(tuned_at("2 8 8 4096 4096 128 0 fp8e4m3 fp8e4m3 89") == "2 8 8 4096 4096");
+  CHECK(from_python.at("1 32 8 4096 4096 128 0 fp8e4m3 fp8e4m3 89").find("same_kv_heads") !=
+        std::string::npos);
+}
+
+}  // namespace
+}  // namespace evo
