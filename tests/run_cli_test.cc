@@ -218,11 +218,30 @@ TEST_CASE("kill -9 at random moments, resume each time: exact budget, no repeats
   int mid_run_kills = 0;  // kills that left part of the budget finished and part not
   bool finished = false;
   int64_t last_count = 0;
+  // Finished candidates of the run so far, as another process sees them (0 before it stored any).
+  const auto finished_now = [&]() -> int64_t {
+    if (!std::filesystem::exists(db)) return 0;
+    PopulationStore store(db, PopulationStore::Access::kReadOnly);
+    return store.Runs().empty() ? 0 : store.FindRun(1)->finished_candidates;
+  };
   for (int attempt = 0; attempt < 400 && !finished; ++attempt) {
     Subprocess run(args, quiet);
-    std::this_thread::sleep_for(std::chrono::milliseconds(
-        kills < 20 ? std::uniform_int_distribution<int>(startup_ms / 2, startup_ms + 120)(random)
-                   : 400 + 4 * startup_ms));
+    if (kills >= 20 && mid_run_kills >= 10) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400 + 4 * startup_ms));
+    } else if (attempt % 2 == 0) {
+      // A moment around start-up, whatever the run is doing then.
+      std::this_thread::sleep_for(std::chrono::milliseconds(
+          std::uniform_int_distribution<int>(startup_ms / 2, startup_ms + 120)(random)));
+    } else {
+      // A moment a few candidates into this attempt's work: mid-run however slow the machine is.
+      const int64_t target = last_count + std::uniform_int_distribution<int>(1, 8)(random);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!run.TryWait() && finished_now() < target &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(std::uniform_int_distribution<int>(1, 10)(random)));
+      }
+    }
     if (run.TryWait()) {
       const ExitStatus status = run.Wait();
       REQUIRE(status.exited());
