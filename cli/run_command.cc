@@ -60,6 +60,7 @@ struct RunOptions {
   bool fresh = false;
   bool force = false;
   bool json = false;
+  bool no_starting_points = false;
 };
 
 std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
@@ -179,9 +180,12 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     if (!options->time_limit.empty()) {
       search_options.time_limit = ParseDuration(options->time_limit, "--time-limit");
     }
-    // A replay searches what its recording measured (knobs the recording predates stay at
-    // their defaults).
-    const Manifest searched = setup->replay ? setup->replay->RecordedSpace(manifest) : manifest;
+    // A replay searches what its recording measured (each knob's domain cut to the values it
+    // holds).
+    Manifest searched = setup->replay ? setup->replay->RecordedSpace(manifest) : manifest;
+    // Generation 0 is stored whole before anything is evaluated, so this decides only when a run
+    // starts; a resume neither needs the flag nor is changed by it.
+    if (options->no_starting_points) searched.starting_points.clear();
     const SearchSpace space(searched, run->spec.problem, setup->arch);
     Search search(store, run->id, space, *setup->evaluator, search_options);
     const bool live = isatty(STDERR_FILENO) != 0;
@@ -261,6 +265,9 @@ std::function<int()> SetupRun(CLI::App& app, const GlobalOptions& global) {
   app.add_flag("--force", options->force,
                "continue a run measured on another GPU, evaluator or template version");
   app.add_flag("--json", options->json, "print the result as JSON");
+  app.add_flag("--no-starting-points", options->no_starting_points,
+               "leave the template's starting points out of the first generation (the engine "
+               "alone, as the search benchmark judges it)");
   return RunCommand(global, app, options);
 }
 

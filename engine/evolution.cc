@@ -1,6 +1,8 @@
 #include "engine/evolution.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <utility>
@@ -8,235 +10,334 @@
 namespace evo {
 namespace {
 
-// Tries of the drawn operator for one child before it falls back to random configurations,
-// then to the unexplored rest of the space: duplicates become common late in a search, and the
-// fallbacks keep a generation full until the space is exhausted.
-constexpr int kOperatorAttempts = 8;
+// Draws of a random configuration before the unexplored rest of the space is enumerated:
+// duplicates become common late in a search.
 constexpr int kRandomAttempts = 8;
-// Chance that a mutated knob jumps to any other value instead of one step along its domain,
-// so a parent can leave a local minimum that single steps cannot.
-constexpr double kJumpChance = 0.1;
 
-size_t DomainIndex(const KnobSpec& knob, int64_t value) {
-  return static_cast<size_t>(std::find(knob.values.begin(), knob.values.end(), value) -
-                             knob.values.begin());
-}
+// What a configuration one (two) knobs away from one the generation already took still counts,
+// as a logarithm added to its acquisition: half (four fifths) of its expected improvement.
+const double kOneKnobAway = std::log(0.5);
+const double kTwoKnobsAway = std::log(0.8);
 
-bool Avoided(const KnobBias& bias, int64_t value) {
-  return std::find(bias.avoid.begin(), bias.avoid.end(), value) != bias.avoid.end();
-}
-
-// Indices of the values a mutation of `knob` may move to from `current`.
-std::vector<size_t> Destinations(const KnobSpec& knob, const KnobBias& bias, int64_t current) {
-  std::vector<size_t> destinations;
-  for (size_t i = 0; i < knob.values.size(); ++i) {
-    if (knob.values[i] != current && !Avoided(bias, knob.values[i])) destinations.push_back(i);
-  }
-  return destinations;
-}
-
-// An elite rank, better ranks more often: the better of two uniform draws, so rank r of n is
-// drawn with chance (2(n - r) - 1) / n^2.
-size_t PickRank(size_t n, Random& random) {
-  const auto size = static_cast<int64_t>(n);
-  return static_cast<size_t>(std::min(random.Below(size), random.Below(size)));
-}
-
-class ChildMaker {
- public:
-  ChildMaker(const SearchSpace& space, const Insights& insights, const EvolutionOptions& options,
-             const std::vector<CandidateRecord>& elite, Random& random)
-      : space_(space), insights_(insights), options_(options), elite_(elite), random_(random) {}
-
-  enum class Operator { kMutate, kCrossover, kRandom };
-
-  // The operator of one child, by the options' shares; drawn once per child, so that
-  // duplicates retried with the same operator do not tilt the shares toward random.
-  Operator Draw() {
-    if (elite_.empty()) return Operator::kRandom;
-    const double draw = random_.Unit();
-    if (draw < options_.mutation_share) return Operator::kMutate;
-    if (draw < options_.mutation_share + options_.crossover_share) {
-      return elite_.size() >= 2 ? Operator::kCrossover : Operator::kMutate;
-    }
-    return Operator::kRandom;
-  }
-
-  // One child; it may be invalid or a duplicate.
-  std::optional<Proposal> Make(Operator op) {
-    switch (op) {
-      case Operator::kMutate:
-        return Mutate();
-      case Operator::kCrossover:
-        return Crossover();
-      case Operator::kRandom:
-        break;
-    }
-    return Sample();
-  }
-
-  std::optional<Proposal> Sample() {
-    std::optional<Genome> genome = space_.Sample(random_);
-    if (!genome) return std::nullopt;
-    return Proposal{std::move(*genome), "random", std::nullopt, std::nullopt};
-  }
-
- private:
-  std::optional<Proposal> Mutate() {
-    const CandidateRecord& parent = elite_[PickRank(elite_.size(), random_)];
-    Genome genome = parent.proposal.genome;
-
-    std::vector<const KnobSpec*> mutable_knobs;
-    for (const KnobSpec& knob : space_.manifest().knobs) {
-      if (!Destinations(knob, Bias(knob), genome.at(knob.name)).empty()) {
-        mutable_knobs.push_back(&knob);
-      }
-    }
-    if (mutable_knobs.empty()) return Sample();
-    const bool two = mutable_knobs.size() >= 2 && random_.Chance(options_.two_knob_mutation);
-
-    std::string changes;
-    bool insight = false;
-    for (int n = two ? 2 : 1; n > 0; --n) {
-      const size_t pick = PickWeighted(mutable_knobs);
-      const KnobSpec& knob = *mutable_knobs[pick];
-      mutable_knobs.erase(mutable_knobs.begin() + static_cast<std::ptrdiff_t>(pick));
-      const int64_t from = genome.at(knob.name);
-      const auto [to, followed_insight] = MutateKnob(knob, from);
-      genome[knob.name] = to;
-      insight = insight || followed_insight;
-      changes += (changes.empty() ? "" : ", ") + knob.name + " " + std::to_string(from) + "->" +
-                 std::to_string(to);
-    }
-    return Proposal{std::move(genome), "mutate " + changes + (insight ? " (insight)" : ""),
-                    parent.id, std::nullopt};
-  }
-
-  std::optional<Proposal> Crossover() {
-    const size_t first = PickRank(elite_.size(), random_);
-    size_t second = PickRank(elite_.size() - 1, random_);
-    if (second >= first) ++second;
-    const Genome& a = elite_[first].proposal.genome;
-    const Genome& b = elite_[second].proposal.genome;
-    Genome genome;
-    for (const KnobSpec& knob : space_.manifest().knobs) {
-      genome[knob.name] = random_.Chance(0.5) ? b.at(knob.name) : a.at(knob.name);
-    }
-    return Proposal{std::move(genome), "crossover", elite_[first].id, elite_[second].id};
-  }
-
-  const KnobBias& Bias(const KnobSpec& knob) const {
-    static const KnobBias kNeutral;
-    const auto it = insights_.knobs.find(knob.name);
-    return it == insights_.knobs.end() ? kNeutral : it->second;
-  }
-
-  size_t PickWeighted(const std::vector<const KnobSpec*>& knobs) {
-    double total = 0;
-    for (const KnobSpec* knob : knobs) total += std::max(Bias(*knob).weight, 0.0);
-    if (total <= 0) return static_cast<size_t>(random_.Below(static_cast<int64_t>(knobs.size())));
-    double draw = random_.Unit() * total;
-    for (size_t i = 0; i < knobs.size(); ++i) {
-      draw -= std::max(Bias(*knobs[i]).weight, 0.0);
-      if (draw < 0) return i;
-    }
-    return knobs.size() - 1;
-  }
-
-  // The new value of one knob and whether the move went the way the insights lean. "Down" is
-  // toward the start of the domain, the direction the insights measure costs along.
-  std::pair<int64_t, bool> MutateKnob(const KnobSpec& knob, int64_t from) {
-    const KnobBias& bias = Bias(knob);
-    const std::vector<size_t> destinations = Destinations(knob, bias, from);
-    if (random_.Chance(kJumpChance)) return {knob.values[random_.Pick(destinations)], false};
-    const size_t current = DomainIndex(knob, from);
-    const bool down = random_.Chance(bias.down);
-    // The nearest allowed value that way, else the nearest the other way.
-    auto below = std::find_if(destinations.rbegin(), destinations.rend(),
-                              [&](size_t i) { return i < current; });
-    auto above = std::find_if(destinations.begin(), destinations.end(),
-                              [&](size_t i) { return i > current; });
-    const bool went_down = down ? below != destinations.rend() : above == destinations.end();
-    const size_t to = went_down ? *below : *above;
-    const bool followed = (went_down && bias.down > 0.5) || (!went_down && bias.down < 0.5);
-    return {knob.values[to], followed};
-  }
-
-  const SearchSpace& space_;
-  const Insights& insights_;
-  const EvolutionOptions& options_;
-  const std::vector<CandidateRecord>& elite_;
-  Random& random_;
+// A configuration the generation may take, with the model's view of it.
+struct Ranked {
+  Genome genome;
+  CostEstimate estimate;
+  double score = 0;       // the model's acquisition value
+  uint64_t tiebreak = 0;  // random, so equal scores are not taken in the genomes' order
+  std::string origin;     // how the pool came by it, for the operator's name
+  std::optional<int64_t> parent1;
+  std::optional<int64_t> parent2;
 };
+
+bool Better(const Ranked& a, const Ranked& b) {
+  if (a.score != b.score) return a.score > b.score;
+  if (a.estimate.log_us != b.estimate.log_us) return a.estimate.log_us < b.estimate.log_us;
+  return a.tiebreak < b.tiebreak;
+}
+
+std::string Forecast(const CostEstimate& estimate) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g us", std::exp(estimate.log_us));
+  return text;
+}
+
+std::string Change(const std::string& knob, int64_t from, int64_t to) {
+  return knob + " " + std::to_string(from) + "->" + std::to_string(to);
+}
+
+// The timed candidate with the lowest median: the model's best, also before any confirmation.
+const CandidateRecord* FastestTimed(const std::vector<CandidateRecord>& history) {
+  const CandidateRecord* best = nullptr;
+  for (const CandidateRecord& record : history) {
+    if (record.state != CandidateState::kFinished || record.outcome.status != Status::kMeasured ||
+        record.outcome.timing() == nullptr) {
+      continue;
+    }
+    if (best == nullptr || record.outcome.timing()->median_us < best->outcome.timing()->median_us) {
+      best = &record;
+    }
+  }
+  return best;
+}
 
 }  // namespace
 
 Evolution::Evolution(const SearchSpace& space, uint64_t seed, EvolutionOptions options)
-    : space_(space), seed_(seed), options_(options) {}
+    : space_(space), seed_(seed), options_(options), features_(space) {}
+
+const std::vector<double>& Evolution::Features(const Genome& genome) {
+  auto it = feature_cache_.find(genome);
+  if (it == feature_cache_.end())
+    it = feature_cache_.emplace(genome, features_.Features(genome)).first;
+  return it->second;
+}
+
+const std::vector<Genome>* Evolution::Enumerated() {
+  if (!enumerable_checked_) {
+    enumerable_checked_ = true;
+    int64_t combinations = 1;
+    for (const KnobSpec& knob : space_.manifest().knobs) {
+      combinations *= std::max<int64_t>(1, static_cast<int64_t>(knob.values.size()));
+      if (combinations > options_.enumerate_limit) break;
+    }
+    if (combinations <= options_.enumerate_limit) enumerated_ = space_.Enumerate();
+  }
+  return enumerated_ ? &*enumerated_ : nullptr;
+}
 
 std::vector<Proposal> Evolution::Propose(int generation, int count,
                                          const std::vector<CandidateRecord>& history,
                                          const std::vector<CandidateRecord>& elite) {
   Random random(StreamSeed(seed_, static_cast<uint64_t>(generation)));
-  last_insights_ = DeriveInsights(space_.manifest(), history);
-  ChildMaker maker(space_, last_insights_, options_, elite, random);
-
   std::set<Genome> seen;
   for (const CandidateRecord& record : history) seen.insert(record.proposal.genome);
-  std::optional<std::vector<Genome>> unexplored;  // computed once, when first needed
-
-  // Valid and new, or nothing.
-  auto accept = [&](std::optional<Proposal> child) -> std::optional<Proposal> {
-    if (!child) return std::nullopt;
-    if (!space_.IsValid(child->genome)) {
-      std::optional<Genome> repaired = space_.Repair(child->genome, random);
-      if (!repaired) return std::nullopt;
-      child->genome = std::move(*repaired);
-      child->operator_name += " +repair";
+  std::vector<Proposal> proposals;
+  const auto full = [&] { return static_cast<int>(proposals.size()) >= count; };
+  const auto take = [&](Proposal proposal) {
+    if (full() || !seen.insert(proposal.genome).second) return false;
+    proposals.push_back(std::move(proposal));
+    return true;
+  };
+  // Random valid configurations not yet tried, until the generation is full or the space has
+  // no more.
+  const auto fill_randomly = [&] {
+    std::optional<std::vector<Genome>> unexplored;
+    while (!full()) {
+      bool taken = false;
+      for (int attempt = 0; !taken && attempt < kRandomAttempts; ++attempt) {
+        std::optional<Genome> genome = space_.Sample(random);
+        if (!genome) return;
+        taken = take({std::move(*genome), "random", std::nullopt, std::nullopt});
+      }
+      if (taken) continue;
+      if (!unexplored) unexplored = space_.Enumerate();
+      std::erase_if(*unexplored, [&](const Genome& genome) { return seen.count(genome) > 0; });
+      if (unexplored->empty()) return;
+      take({random.Pick(*unexplored), "random (unexplored)", std::nullopt, std::nullopt});
     }
-    if (seen.count(child->genome) > 0) return std::nullopt;
-    return child;
   };
 
-  // Generation 0 opens with the defaults and then the manifest's starting points, skipping any
-  // this problem makes invalid (a starting point is tried as written or not at all).
-  std::vector<Genome> openers;
   if (generation == 0) {
+    // The defaults, then the manifest's starting points, skipping any this problem makes
+    // invalid (a starting point is tried as written or not at all).
     const Manifest& manifest = space_.manifest();
-    openers.push_back(DefaultGenome(manifest));
+    Genome defaults = DefaultGenome(manifest);
+    if (space_.IsValid(defaults)) {
+      take({defaults, "default", std::nullopt, std::nullopt});
+    } else if (std::optional<Genome> repaired = space_.Repair(defaults, random)) {
+      take({std::move(*repaired), "default +repair", std::nullopt, std::nullopt});
+    }
     for (const auto& point : manifest.starting_points) {
       Genome genome = DefaultGenome(manifest);
       for (const auto& [knob, value] : point) genome[knob] = value;
-      if (space_.IsValid(genome)) openers.push_back(std::move(genome));
+      if (space_.IsValid(genome))
+        take({std::move(genome), "starting point", std::nullopt, std::nullopt});
     }
+    fill_randomly();
+    return proposals;
   }
-  size_t next_opener = 0;
 
-  std::vector<Proposal> proposals;
-  while (static_cast<int>(proposals.size()) < count) {
-    std::optional<Proposal> child;
-    while (!child && next_opener < openers.size()) {
-      const char* name = next_opener == 0 ? "default" : "starting point";
-      child = accept(Proposal{openers[next_opener++], name, std::nullopt, std::nullopt});
-    }
-    if (!child && generation > 0) {
-      const ChildMaker::Operator op = maker.Draw();
-      for (int attempt = 0; !child && attempt < kOperatorAttempts; ++attempt) {
-        child = accept(maker.Make(op));
+  CostModel model(features_);
+  model.Fit(history, random);
+  if (model.timed() == 0) {
+    // Nothing timed to learn from: the first generation still pending, or all of it failed.
+    fill_randomly();
+    return proposals;
+  }
+  const auto rank = [&](Genome genome, std::string origin, std::optional<int64_t> parent1,
+                        std::optional<int64_t> parent2) {
+    Ranked ranked;
+    ranked.estimate = model.Predict(Features(genome));
+    ranked.score = model.Acquisition(ranked.estimate);
+    ranked.tiebreak = random.Next();
+    ranked.genome = std::move(genome);
+    ranked.origin = std::move(origin);
+    ranked.parent1 = parent1;
+    ranked.parent2 = parent2;
+    return ranked;
+  };
+  const auto propose = [&](const Ranked& ranked, const std::string& name) {
+    return take({ranked.genome, name + " (" + Forecast(ranked.estimate) + ")", ranked.parent1,
+                 ranked.parent2});
+  };
+
+  const int random_count =
+      static_cast<int>(std::lround(options_.random_share * static_cast<double>(count)));
+  const int neighbour_count =
+      static_cast<int>(std::floor(options_.neighbour_share * static_cast<double>(count)));
+
+  // One-knob neighbours, best-ranked first: of the incumbent until they are all measured, then
+  // of the next best measured candidate, and so on. Fast kernels sit at the edge of what the
+  // registers and shared memory allow, where a model that saw failures nearby is least sure;
+  // a complete scan around the best ones does not depend on it.
+  std::vector<const CandidateRecord*> centers;
+  if (const CandidateRecord* incumbent = elite.empty() ? FastestTimed(history) : &elite.front()) {
+    centers.push_back(incumbent);
+  }
+  {
+    std::vector<const CandidateRecord*> timed;
+    for (const CandidateRecord& record : history) {
+      if (record.state == CandidateState::kFinished && record.outcome.status == Status::kMeasured &&
+          record.outcome.timing() != nullptr) {
+        timed.push_back(&record);
       }
     }
-    for (int attempt = 0; !child && attempt < kRandomAttempts; ++attempt) {
-      child = accept(maker.Sample());
+    std::stable_sort(timed.begin(), timed.end(), [](const auto* a, const auto* b) {
+      return a->outcome.timing()->median_us < b->outcome.timing()->median_us;
+    });
+    for (const CandidateRecord* record : timed) {
+      if (centers.empty() || record->id != centers.front()->id) centers.push_back(record);
     }
-    if (!child) {
-      if (!unexplored) unexplored = space_.Enumerate();
-      std::erase_if(*unexplored, [&](const Genome& genome) { return seen.count(genome) > 0; });
-      if (unexplored->empty()) break;
-      child = Proposal{random.Pick(*unexplored), "random (unexplored)", std::nullopt, std::nullopt};
-    }
-    seen.insert(child->genome);
-    proposals.push_back(std::move(*child));
   }
+  int neighbours_taken = 0;
+  for (const CandidateRecord* center_record : centers) {
+    if (neighbours_taken >= neighbour_count) break;
+    const Genome& center = center_record->proposal.genome;
+    std::vector<Ranked> neighbours;
+    for (const KnobSpec& knob : space_.manifest().knobs) {
+      const int64_t from = center.at(knob.name);
+      for (int64_t to : knob.values) {
+        if (to == from) continue;
+        Genome genome = center;
+        genome[knob.name] = to;
+        if (seen.count(genome) > 0 || !space_.IsValid(genome)) continue;
+        neighbours.push_back(
+            rank(std::move(genome), Change(knob.name, from, to), center_record->id, std::nullopt));
+      }
+    }
+    std::stable_sort(neighbours.begin(), neighbours.end(), Better);
+    for (const Ranked& ranked : neighbours) {
+      if (neighbours_taken >= neighbour_count) break;
+      if (propose(ranked, "neighbour " + ranked.origin)) ++neighbours_taken;
+    }
+  }
+
+  // Everything else the generation may take, ranked.
+  std::vector<Ranked> pool;
+  if (const std::vector<Genome>* all = Enumerated()) {
+    for (const Genome& genome : *all) {
+      if (seen.count(genome) == 0) pool.push_back(rank(genome, "", std::nullopt, std::nullopt));
+    }
+  } else {
+    // Children of the best timed candidates and random draws: the model picks among many more
+    // than are measured.
+    std::vector<const CandidateRecord*> parents;
+    for (const CandidateRecord& record : history) {
+      if (record.state == CandidateState::kFinished && record.outcome.status == Status::kMeasured &&
+          record.outcome.timing() != nullptr) {
+        parents.push_back(&record);
+      }
+    }
+    std::stable_sort(parents.begin(), parents.end(), [](const auto* a, const auto* b) {
+      return a->outcome.timing()->median_us < b->outcome.timing()->median_us;
+    });
+    parents.resize(std::min(parents.size(), static_cast<size_t>(options_.pool_parents)));
+    std::set<Genome> pooled;
+    const auto add = [&](Genome genome, std::string origin, std::optional<int64_t> parent1,
+                         std::optional<int64_t> parent2) {
+      if (seen.count(genome) > 0 || pooled.count(genome) > 0 || !space_.IsValid(genome)) return;
+      pooled.insert(genome);
+      pool.push_back(rank(std::move(genome), std::move(origin), parent1, parent2));
+    };
+    const std::vector<KnobSpec>& knobs = space_.manifest().knobs;
+    for (const CandidateRecord* parent : parents) {
+      const Genome& center = parent->proposal.genome;
+      for (const KnobSpec& knob : knobs) {
+        for (int64_t to : knob.values) {
+          if (to == center.at(knob.name)) continue;
+          Genome genome = center;
+          genome[knob.name] = to;
+          add(std::move(genome), "mutate " + Change(knob.name, center.at(knob.name), to),
+              parent->id, std::nullopt);
+        }
+      }
+    }
+    for (int i = 0; !parents.empty() && i < options_.pool_mutations; ++i) {
+      // The better of two ranks: the best parents breed more.
+      const auto size = static_cast<int64_t>(parents.size());
+      const CandidateRecord& parent =
+          *parents[static_cast<size_t>(std::min(random.Below(size), random.Below(size)))];
+      Genome genome = parent.proposal.genome;
+      std::string changes;
+      for (int n = random.Chance(0.5) ? 2 : 3; n > 0; --n) {
+        const KnobSpec& knob = random.Pick(knobs);
+        const int64_t from = genome.at(knob.name);
+        const int64_t to = random.Pick(knob.values);
+        if (to == from) continue;
+        genome[knob.name] = to;
+        changes += (changes.empty() ? "" : ", ") + Change(knob.name, from, to);
+      }
+      if (!changes.empty()) add(std::move(genome), "mutate " + changes, parent.id, std::nullopt);
+      if (parents.size() >= 2) {
+        const size_t a = static_cast<size_t>(random.Below(size));
+        size_t b = static_cast<size_t>(random.Below(size - 1));
+        if (b >= a) ++b;
+        Genome cross;
+        for (const KnobSpec& knob : knobs) {
+          cross[knob.name] =
+              (random.Chance(0.5) ? parents[a] : parents[b])->proposal.genome.at(knob.name);
+        }
+        add(std::move(cross), "crossover", parents[a]->id, parents[b]->id);
+      }
+    }
+    for (int i = 0; i < options_.pool_random; ++i) {
+      std::optional<Genome> genome = space_.Sample(random);
+      if (!genome) break;
+      add(std::move(*genome), "random", std::nullopt, std::nullopt);
+    }
+  }
+  std::erase_if(pool, [&](const Ranked& ranked) { return seen.count(ranked.genome) > 0; });
+  std::stable_sort(pool.begin(), pool.end(), Better);
+
+  // The best-ranked, leaving room for the random share. The generation's candidates are
+  // measured before the model learns from any of them, so they should not all bet on one
+  // guess: once a configuration is taken, those one or two knobs away from it count less.
+  std::vector<double> value(pool.size());
+  for (size_t i = 0; i < pool.size(); ++i) value[i] = pool[i].score;
+  std::vector<bool> used(pool.size(), false);
+  // Genomes of one space hold the same knobs, in the same (map) order.
+  const auto differing = [&](const Genome& a, const Genome& b) {
+    int knobs = 0;
+    for (auto ia = a.begin(), ib = b.begin(); ia != a.end() && ib != b.end(); ++ia, ++ib) {
+      if (ia->second != ib->second) ++knobs;
+    }
+    return knobs;
+  };
+  const auto discount = [&](const Genome& taken) {
+    for (size_t i = 0; i < pool.size(); ++i) {
+      if (used[i]) continue;
+      const int d = differing(taken, pool[i].genome);
+      if (d == 1) value[i] += kOneKnobAway;
+      if (d == 2) value[i] += kTwoKnobsAway;
+    }
+  };
+  for (const Proposal& proposal : proposals) discount(proposal.genome);
+  size_t next = 0;
+  while (static_cast<int>(proposals.size()) < count - random_count) {
+    // The pool is sorted best first, so the first of equal values wins, as a stable sort would.
+    size_t best = pool.size();
+    for (size_t i = 0; i < pool.size(); ++i) {
+      if (!used[i] && (best == pool.size() || value[i] > value[best])) best = i;
+    }
+    if (best == pool.size()) break;
+    used[best] = true;
+    const Ranked& ranked = pool[best];
+    if (propose(ranked, ranked.origin.empty() ? "model" : "model: " + ranked.origin)) {
+      discount(ranked.genome);
+    }
+  }
+  std::vector<size_t> rest;
+  for (size_t i = next; i < pool.size(); ++i) {
+    if (!used[i]) rest.push_back(i);
+  }
+  while (!full() && !rest.empty()) {
+    const auto pick = static_cast<size_t>(random.Below(static_cast<int64_t>(rest.size())));
+    const Ranked& ranked = pool[rest[pick]];
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(pick));
+    take({ranked.genome, "random", std::nullopt, std::nullopt});
+  }
+  fill_randomly();
   return proposals;
 }
 

@@ -1,46 +1,67 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <vector>
 
-#include "engine/insights.h"
+#include "engine/cost_model.h"
 #include "engine/search_space.h"
 #include "population/candidate.h"
 
 namespace evo {
 
 struct EvolutionOptions {
-  double mutation_share = 0.6;     // of the children of generations after the first
-  double crossover_share = 0.25;   // the rest is random exploration
-  double two_knob_mutation = 0.3;  // chance that a mutation changes two knobs instead of one
+  // Of each generation after the first: at most this share goes to the incumbent's unexplored
+  // one-knob neighbours (best-ranked first), so that the best so far is never left with a
+  // neighbour unmeasured for long, whatever the model believes.
+  double neighbour_share = 0.25;
+  // Of each generation after the first: this share is drawn uniformly from the unexplored
+  // configurations, so a model that is sure and wrong keeps meeting counterexamples.
+  double random_share = 0.125;
+  // Spaces of up to this many knob combinations are ranked whole each generation; larger ones
+  // through a pool of the elite's neighbours, mutations, crossovers and random draws.
+  int64_t enumerate_limit = 50000;
+  int pool_random = 1500;    // random draws in such a pool
+  int pool_mutations = 400;  // two- and three-knob mutations of the best candidates in it
+  int pool_parents = 8;      // the best timed candidates whose neighbours and crosses it holds
 };
 
-// The search's operators. Generation 0 is the template's defaults, its manifest's starting
-// points, then random valid configurations. Later generations are children of the elite: a parent
-// mutated in one or two knobs (biased by the insights), two elites crossed knob by knob, and random
-// exploration. Invalid children are repaired; a configuration already in the history or earlier in
-// the same generation is never proposed again.
+// The search's proposals. Generation 0 is the template's defaults, its manifest's starting
+// points, then random valid configurations. Every later generation is chosen by a cost model
+// (engine/cost_model.h) fitted on every finished candidate of the run: the unexplored
+// configurations (the whole space where it is small, else a pool of children of the best) are
+// ranked by expected improvement over the best time, weighed by the chance that they compile
+// and run, and the generation takes the incumbent's best-ranked unexplored one-knob
+// neighbours, then the best-ranked of the rest, then a few random ones. A configuration
+// already in the history or earlier in the same generation is never proposed again.
 //
-// Deterministic: the proposals depend only on (seed, generation, history, elite), so a run
-// resumed from its database proposes exactly what the uninterrupted run would have.
+// Deterministic: the proposals depend only on (seed, generation, history), so a run resumed
+// from its database proposes exactly what the uninterrupted run would have.
 class Evolution {
  public:
   Evolution(const SearchSpace& space, uint64_t seed, EvolutionOptions options = {});
 
   // Up to `count` new valid configurations; fewer only when the space has no more.
-  // `history`: every candidate of the run (pending ones too), by id; `elite`: best first.
+  // `history`: every candidate of the run (pending ones too), by id; `elite`: best first (its
+  // first names the incumbent when it holds one).
   std::vector<Proposal> Propose(int generation, int count,
                                 const std::vector<CandidateRecord>& history,
                                 const std::vector<CandidateRecord>& elite);
 
-  // The insights the last Propose acted on (for progress output).
-  const Insights& last_insights() const { return last_insights_; }
-
  private:
+  const std::vector<double>& Features(const Genome& genome);
+  // Every valid configuration, when the space is small enough to rank whole.
+  const std::vector<Genome>* Enumerated();
+
   const SearchSpace& space_;
   uint64_t seed_;
   EvolutionOptions options_;
-  Insights last_insights_;
+  FeatureMap features_;
+  // Caches of pure functions of the space: they change nothing the search decides.
+  std::map<Genome, std::vector<double>> feature_cache_;
+  std::optional<std::vector<Genome>> enumerated_;
+  bool enumerable_checked_ = false;
 };
 
 }  // namespace evo

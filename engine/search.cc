@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "common/error.h"
 #include "kernel_templates/configuration.h"
@@ -42,11 +43,33 @@ std::string_view ToString(StopReason reason) {
   return "?";
 }
 
-int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates) {
+namespace {
+
+// Whether every valid configuration one knob away from `center` is in `tried`.
+bool NeighbourhoodScanned(const SearchSpace& space, const Genome& center,
+                          const std::set<Genome>& tried) {
+  for (const KnobSpec& knob : space.manifest().knobs) {
+    const auto current = center.find(knob.name);
+    if (current == center.end()) return true;  // not a genome of this space
+    for (int64_t value : knob.values) {
+      if (value == current->second) continue;
+      Genome genome = center;
+      genome[knob.name] = value;
+      if (tried.count(genome) == 0 && space.IsValid(genome)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates,
+                                  const SearchSpace* space) {
   int last_generation = -1;
   for (const CandidateRecord& c : candidates)
     last_generation = std::max(last_generation, c.generation);
   const CandidateRecord* best = nullptr;
+  std::set<Genome> tried;
   int stale = 0;
   for (int generation = 0; generation <= last_generation; ++generation) {
     const CandidateRecord* generation_best = nullptr;
@@ -54,6 +77,7 @@ int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates
     for (const CandidateRecord& c : candidates) {
       if (c.generation != generation) continue;
       if (c.state != CandidateState::kFinished) complete = false;
+      tried.insert(c.proposal.genome);
       const std::optional<double> score = c.score_us();
       if (score && (generation_best == nullptr || *score < *generation_best->score_us())) {
         generation_best = &c;
@@ -65,7 +89,8 @@ int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates
          *generation_best->score_us() < *best->score_us() - ImprovementThresholdUs(*best))) {
       best = generation_best;
       stale = 0;
-    } else {
+    } else if (space == nullptr || best == nullptr ||
+               NeighbourhoodScanned(*space, best->proposal.genome, tried)) {
       ++stale;
     }
   }
@@ -112,7 +137,8 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     }
     if (pending.empty()) {
       if (evaluated >= spec.budget) return finish(StopReason::kBudget);
-      if (spec.patience > 0 && GenerationsWithoutImprovement(candidates) >= spec.patience) {
+      if (spec.patience > 0 &&
+          GenerationsWithoutImprovement(candidates, &space_) >= spec.patience) {
         return finish(StopReason::kPatience);
       }
       ++generation;

@@ -45,8 +45,11 @@ struct SearchSummary {
 
 // Generations of a stored run, counted from its start, after which none improved on the best
 // confirmed score by more than the noise (1 %, or half the incumbent's p10..p90 spread if
-// wider). Only complete generations count.
-int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates);
+// wider). Only complete generations count. With `space`, a generation without improvement
+// counts only once every valid configuration one knob away from the best was tried: until
+// then the search has not looked where a better one is likeliest, and is not stuck.
+int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates,
+                                  const SearchSpace* space = nullptr);
 
 // The search loop of one stored run: proposes a generation (stored as pending in one
 // transaction), lets the evaluator take them through the gates while it compiles ahead, and

@@ -20,6 +20,7 @@ class SearchSpace {
 
   const Manifest& manifest() const { return *manifest_; }
   const Problem& problem() const { return problem_; }
+  const ArchInfo& arch() const { return arch_; }
 
   std::optional<ConstraintViolation> Violation(const Genome& genome) const;
   bool IsValid(const Genome& genome) const { return !Violation(genome); }

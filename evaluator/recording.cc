@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "common/error.h"
@@ -218,17 +220,35 @@ ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path, const Manife
 }
 
 Manifest ReplayEvaluator::RecordedSpace(const Manifest& manifest) const {
+  // Each knob's domain shrinks to the values the recording holds: a knob it predates holds its
+  // default only, a sweep's --fix its fixed value, and a value no valid configuration takes
+  // was never recorded either.
+  std::map<std::string, std::set<int64_t>, std::less<>> recorded;
+  for (const auto& [genome, candidate] : recording_.candidates) {
+    for (const auto& [knob, value] : genome) recorded[knob].insert(value);
+  }
   Manifest space = manifest;
   for (KnobSpec& knob : space.knobs) {
-    if (std::find(unrecorded_knobs_.begin(), unrecorded_knobs_.end(), knob.name) !=
-        unrecorded_knobs_.end()) {
-      knob.values = {knob.default_value};
-    }
+    const auto values = recorded.find(knob.name);
+    if (values == recorded.end()) continue;  // an empty recording
+    const std::vector<int64_t> domain = knob.values;
+    std::erase_if(knob.values, [&](int64_t value) { return values->second.count(value) == 0; });
+    if (knob.values.empty() || values->second.count(knob.default_value) > 0) continue;
+    // The default was not recorded: the recorded value nearest to it along the domain.
+    const auto position = [&](int64_t value) {
+      return std::find(domain.begin(), domain.end(), value) - domain.begin();
+    };
+    knob.default_value =
+        *std::min_element(knob.values.begin(), knob.values.end(), [&](int64_t a, int64_t b) {
+          return std::abs(position(a) - position(knob.default_value)) <
+                 std::abs(position(b) - position(knob.default_value));
+        });
   }
   std::erase_if(space.starting_points, [&](const KnobSettings& point) {
     return std::any_of(point.begin(), point.end(), [&](const auto& setting) {
       const KnobSpec* knob = space.FindKnob(setting.first);
-      return knob != nullptr && knob->values.size() == 1 && setting.second != knob->values[0];
+      return knob != nullptr && std::find(knob->values.begin(), knob->values.end(),
+                                          setting.second) == knob->values.end();
     });
   });
   return space;

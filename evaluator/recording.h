@@ -83,9 +83,10 @@ class ReplayEvaluator final : public CandidateEvaluator {
 
   size_t size() const { return recording_.candidates.size(); }
 
-  // The space the recording measured: `manifest` with each knob the recording predates pinned to
-  // its default (its domain that value alone), and the starting points that set such a knob to
-  // another value left out. A replayed search searches this space, every point of it recorded.
+  // The space the recording measured: `manifest` with each knob's domain cut to the values the
+  // recording holds (a knob the recording predates keeps its default alone, a knob the sweep
+  // fixed with --fix its fixed value), and the starting points that set a knob to a value
+  // outside that left out. A replayed search searches this space, every point of it recorded.
   Manifest RecordedSpace(const Manifest& manifest) const;
 
  private:

@@ -3,9 +3,9 @@
 set -euo pipefail
 
 # libjs-chart.js: the plotting library `evo report` embeds in its pages; chromium: the tests
-# render a report in it headless.
+# render a report in it headless; python3-optuna: the TPE baseline of scripts/search-bench.py.
 packages=(cmake g++ make nlohmann-json3-dev libspdlog-dev libfmt-dev libsqlite3-dev catch2 libcli11-dev
-  libjs-chart.js chromium)
+  libjs-chart.js chromium python3-optuna)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||

@@ -1,6 +1,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -69,6 +70,30 @@ TEST_CASE("evo run replays a search into the database and evo show reads it back
   const auto missing = RunEvo({"show", "candidate", "9999", "--db", db.string()}, dir.path());
   CHECK(missing.exit_code == 2);
   CHECK(missing.err.find("there is no candidate 9999") != std::string::npos);
+}
+
+TEST_CASE("evo run --no-starting-points leaves the template's starting points out", "[cli][run]") {
+  test::TempDir dir;
+  const auto operators = [&](const std::filesystem::path& db) {
+    PopulationStore store(db, PopulationStore::Access::kReadOnly);
+    std::map<std::string, int> count;
+    for (const CandidateRecord& c : store.Candidates(1)) ++count[c.proposal.operator_name];
+    return count;
+  };
+  const auto with = dir.path() / "with.db";
+  REQUIRE(RunEvo(ReplayRun(with, 16, 3), dir.path()).exit_code == 0);
+  CHECK(operators(with)["starting point"] > 0);
+
+  const auto without = dir.path() / "without.db";
+  auto args = ReplayRun(without, 16, 3);
+  args.push_back("--no-starting-points");
+  const auto run = RunEvo(args, dir.path());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  const std::map<std::string, int> count = operators(without);
+  CHECK(count.count("starting point") == 0);
+  CHECK(count.at("default") == 1);
+  CHECK(count.at("random") == 15);
 }
 
 TEST_CASE("evo run resumes the task's run, extends it with a larger budget, refuses a smaller",

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "evaluator/recording.h"
+#include "tests/sdpa_variants.h"
 #include "tests/test_support.h"
 
 namespace evo {
@@ -88,7 +89,7 @@ TEST_CASE("a replayed search spends its budget exactly, never repeats, keeps the
     genomes.insert(c.proposal.genome);
     ids.insert(c.config_id);
     if (c.outcome.status == Status::kMeasured) ++measured;
-    if (c.generation > 0 && c.proposal.operator_name.rfind("random", 0) != 0) {
+    if (c.proposal.operator_name.rfind("neighbour", 0) == 0) {
       CHECK(c.proposal.parent1.has_value());
     }
   }
@@ -171,7 +172,18 @@ TEST_CASE("patience stops a run whose generations stopped improving", "[search]"
   REQUIRE(summary.reason == StopReason::kPatience);
   const std::vector<CandidateRecord> candidates = run.store().Candidates(run.run_id());
   CHECK(candidates.size() < 800);
-  CHECK(GenerationsWithoutImprovement(candidates) == 2);
+  CHECK(GenerationsWithoutImprovement(candidates, &run.space()) == 2);
+  // The best's one-knob neighbourhood was scanned before the search called itself stuck.
+  const CandidateRecord best = run.store().Elite(run.run_id()).front();
+  std::set<Genome> tried;
+  for (const CandidateRecord& c : candidates) tried.insert(c.proposal.genome);
+  for (const KnobSpec& knob : run.space().manifest().knobs) {
+    for (int64_t value : knob.values) {
+      Genome genome = best.proposal.genome;
+      genome[knob.name] = value;
+      if (run.space().IsValid(genome)) CHECK(tried.count(genome) == 1);
+    }
+  }
 }
 
 TEST_CASE("the performance gate calls far slower measurements slow", "[search]") {
@@ -228,6 +240,58 @@ TEST_CASE("generations without improvement count only improvements beyond the no
   pending.state = CandidateState::kPending;
   history.push_back(pending);
   CHECK(GenerationsWithoutImprovement(history) == 1);  // generation 4 is not complete
+}
+
+TEST_CASE("a generation without improvement is stuck only once the best's neighbours were tried",
+          "[search]") {
+  const Manifest& manifest = test::SdpaManifestWithoutSplitKnobs();
+  const SearchSpace space(manifest, DefaultProblem(manifest), ArchByName("sm_90"));
+  int64_t id = 0;
+  const auto candidate = [&](int generation, const Genome& genome, double median) {
+    CandidateRecord c;
+    c.id = ++id;
+    c.generation = generation;
+    c.state = CandidateState::kFinished;
+    c.proposal.genome = genome;
+    c.outcome.status = Status::kMeasured;
+    TimingFigures t;
+    t.median_us = median;
+    t.p10_us = median;
+    t.p90_us = median;
+    c.outcome.gpu = GpuVerdict{};
+    c.outcome.gpu->timing = t;
+    c.confirmation = t;
+    return c;
+  };
+  const Genome best = DefaultGenome(manifest);
+  Genome far = best;
+  far["BLOCK_M"] = 128;
+  far["BLOCK_N"] = 32;
+  far["STAGES"] = 3;
+  REQUIRE(space.IsValid(far));
+  std::vector<CandidateRecord> history = {candidate(0, best, 10.0), candidate(1, far, 12.0)};
+  CHECK(GenerationsWithoutImprovement(history) == 1);
+  CHECK(GenerationsWithoutImprovement(history, &space) == 0);
+  // Generation 2 measures every valid neighbour of the best; none is faster.
+  for (const KnobSpec& knob : manifest.knobs) {
+    for (int64_t value : knob.values) {
+      Genome genome = best;
+      if (value == best.at(knob.name)) continue;
+      genome[knob.name] = value;
+      if (space.IsValid(genome)) history.push_back(candidate(2, genome, 11.0));
+    }
+  }
+  CHECK(GenerationsWithoutImprovement(history) == 2);
+  CHECK(GenerationsWithoutImprovement(history, &space) == 1);
+  history.push_back(candidate(
+      3,
+      [&] {
+        Genome genome = far;
+        genome["STAGES"] = 4;
+        return genome;
+      }(),
+      13.0));
+  CHECK(GenerationsWithoutImprovement(history, &space) == 2);
 }
 
 }  // namespace

@@ -1,0 +1,97 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/forest.h"
+#include "engine/search_space.h"
+#include "population/candidate.h"
+
+namespace evo {
+
+// What the cost model reads of a configuration before it is compiled: each knob's position in
+// its domain (domains are ordered, so a split "BLOCK_N <= 64" is a position threshold), the
+// manifest's derived values for the task (threads, shared memory bytes, tile counts: what
+// kernels' speeds follow, whatever the template), and the main kernel's threads per block and
+// dynamic shared memory. A value that cannot be evaluated for a configuration reads -1.
+class FeatureMap {
+ public:
+  explicit FeatureMap(const SearchSpace& space);
+
+  std::vector<double> Features(const Genome& genome) const;
+  const std::vector<std::string>& names() const { return names_; }
+  const SearchSpace& space() const { return space_; }
+
+  // Where Features puts the main kernel's threads per block and dynamic shared memory bytes.
+  size_t threads_index() const { return threads_index_; }
+  size_t smem_index() const { return threads_index_ + 1; }
+
+ private:
+  const SearchSpace& space_;
+  std::vector<std::string> names_;
+  size_t threads_index_ = 0;
+};
+
+// A forecast for one configuration.
+struct CostEstimate {
+  double log_us = 0;     // the forecast of log(median us)
+  double spread = 0;     // the trees' disagreement about it, in the same units
+  double registers = 0;  // per thread, as ptxas would report them (learned); -1 unknown
+};
+
+// A model of the run's landscape, learned from its finished candidates in two stages. First a
+// regression forest learns registers per thread from every compiled candidate (ptxas reports
+// them for resource rejects too); with the threads and shared memory a configuration asks for,
+// they give its occupancy (warps per SM), which knob positions alone express only through many
+// splits. Then a forest learns log time over the features plus registers and occupancy (the
+// learned ones everywhere, so that it reads what it will be given for the unexplored) from
+// the timed candidates (measured and slow) and the failed ones (compile errors, resource
+// rejects, runtime errors, timeouts, wrong results), which count as slow as the slowest timed
+// one. The search ranks unexplored configurations by expected improvement over the best log
+// time so far and measures only the most promising.
+class CostModel {
+ public:
+  explicit CostModel(const FeatureMap& features) : features_(features) {}
+
+  // Fits the forests on `history`'s finished candidates (pending ones are skipped). Nothing
+  // is learned of time before a candidate was timed.
+  void Fit(const std::vector<CandidateRecord>& history, Random& random);
+
+  // `features`: FeatureMap::Features of the configuration.
+  CostEstimate Predict(const std::vector<double>& features) const;
+  CostEstimate Predict(const Genome& genome) const { return Predict(features_.Features(genome)); }
+
+  // The logarithm of the expected improvement of `estimate` over the best measured log time
+  // (how much a measurement of it is expected to lower the best, in log units): in logarithms
+  // because far from the best the improvement is too small for a double, and those
+  // configurations must still be ordered. 0 for all before anything was timed.
+  double Acquisition(const CostEstimate& estimate) const;
+
+  int timed() const { return timed_; }
+  int failed() const { return failed_; }
+  std::optional<double> best_log_us() const { return best_log_us_; }
+
+ private:
+  // `features` with registers and the occupancy they allow appended.
+  std::vector<double> Extend(std::vector<double> features, double registers) const;
+
+  const FeatureMap& features_;
+  RegressionForest registers_;
+  RegressionForest time_;
+  int timed_ = 0;
+  int failed_ = 0;
+  std::optional<double> best_log_us_;
+};
+
+// log E[max(0, gain + spread * N(0, 1))]: the logarithm of the expected improvement over the
+// best of a forecast `gain` better than it (negative: worse) with this spread, finite however
+// far below the best the forecast is.
+double LogExpectedImprovement(double gain, double spread);
+
+// Resident warps per SM of a kernel with these registers per thread, threads per block and
+// shared memory per block (bytes), on sm_80/sm_90-like SMs: 64 K registers in units of 256 per
+// warp, `smem_per_sm` bytes, 2048 threads, 32 blocks.
+double WarpsPerSm(double registers, double threads, double smem, double smem_per_sm);
+
+}  // namespace evo

@@ -1,0 +1,367 @@
+#!/usr/bin/python3
+"""How many candidates a search needs on a recorded landscape: evo beside random search and TPE.
+
+A recording made by `evo sweep` holds every valid configuration of one task with its outcome,
+so a search can be replayed on it without a GPU and judged against the whole space. For each
+recording and each of --seeds seeds this runs:
+
+  evo       `evo run --replay FILE --no-starting-points`: the engine alone
+  evo+sp    `evo run --replay FILE`: with the template's starting points
+  random    uniform without replacement over the recorded configurations
+  tpe       Optuna's TPE sampler (seeded, multivariate: one density over all knobs) over the
+            same knob domains (each a categorical of the values the recording holds); a
+            suggestion the recording does not hold breaks a constraint and is not counted, a
+            repeated one is answered from a cache and counted once (Optuna's FAQ does so);
+            failed candidates are reported to it as twice the worst time. TPE's default,
+            univariate (--tpe-univariate), repeats itself: on tests/data's recording it
+            suggested 113 distinct configurations in 2000 trials. A TPE run stops once every
+            figure is known (the target hit, 200 candidates spent), or after 20 x cap trials
+
+and prints, per method, the candidates needed to get within --within (2 %) of the recording's
+best (median and p90 over seeds, a seed that does not get there within the cap counting as
+worse than any that does; and the misses), and the fraction of the best speed reached after
+25, 50, 100 and 200 candidates (best time / best time found so far, median over seeds). Every
+candidate counts as evo's budget counts it: compile errors, resource rejects and wrong results
+are candidates with no speed. A configuration's time is its recorded first median.
+
+The cap (--cap) is the candidates each search may spend: by default a quarter of the space, at
+least 200 (or the whole space when smaller), so that "no seed missing within 25 % of the space"
+reads straight off the misses.
+
+Debian's python3-optuna installs into the system interpreter, hence /usr/bin/python3 above; where
+optuna cannot be imported the TPE column is left out and the script says so.
+
+  scripts/search-bench.py --evo build/evo tests/data/*.jsonl
+  scripts/search-bench.py --evo build/evo --seeds 5 --methods evo random tests/data/x.jsonl
+"""
+
+import argparse
+import concurrent.futures
+import json
+import math
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+METHODS = ["evo", "evo+sp", "random", "tpe"]
+CHECKPOINTS = [25, 50, 100, 200]
+
+
+def load_recording(path):
+    """The recording's header and {genome key: time in us, or None for no measurement}."""
+    with open(path) as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    if not lines:
+        raise SystemExit(f"search-bench: {path} is empty")
+    header = json.loads(lines[0])
+    if "evo_recording" not in header:
+        raise SystemExit(f"search-bench: {path} does not start with an evo recording header")
+    configs = {}
+    knobs = None
+    for number, line in enumerate(lines[1:], start=2):
+        record = json.loads(line)
+        genome = record["genome"]
+        if knobs is None:
+            knobs = sorted(genome)
+        elif sorted(genome) != knobs:
+            raise SystemExit(f"search-bench: {path}:{number} has other knobs than line 2")
+        outcome = record["outcome"]
+        timing = (outcome.get("gpu") or {}).get("timing")
+        measured = outcome.get("status") == "measured" and timing is not None
+        configs[key_of(genome, knobs)] = timing["median_us"] if measured else None
+    if not configs:
+        raise SystemExit(f"search-bench: {path} holds no configuration")
+    return header, knobs, configs
+
+
+def key_of(genome, knobs):
+    return tuple(genome[k] for k in knobs)
+
+
+def task_arguments(header):
+    """The `evo run` options that name the recording's task."""
+    problem = dict(header["problem"])
+    args = ["--template", header["template"]]
+    shape = [problem.pop(k) for k in ("B", "H", "S_q", "S_kv", "D")]
+    args += ["--shape", ",".join(str(v) for v in shape)]
+    if problem.pop("CAUSAL", 0):
+        args.append("--causal")
+    for name, value in sorted(problem.items()):
+        args += ["--problem", f"{name}={value}"]
+    return args
+
+
+class Landscape:
+    def __init__(self, path):
+        self.path = path
+        self.header, self.knobs, self.configs = load_recording(path)
+        times = [t for t in self.configs.values() if t is not None]
+        if not times:
+            raise SystemExit(f"search-bench: {path} holds no measured configuration")
+        self.best = min(times)
+        self.measured = len(times)
+        self.size = len(self.configs)
+        self.best_key = min((t, k) for k, t in self.configs.items() if t is not None)[1]
+
+    def within(self, fraction):
+        return sum(1 for t in self.configs.values() if t is not None and t <= self.best * (1 + fraction))
+
+
+def run_evo(landscape, evo, seed, cap, starting_points, workdir):
+    db = os.path.join(workdir, f"evo-{'sp' if starting_points else 'nosp'}-{seed}.db")
+    command = [evo, "run", "--replay", landscape.path, "--budget", str(cap), "--seed", str(seed),
+               "--db", db, "--new"] + task_arguments(landscape.header)
+    if not starting_points:
+        command.append("--no-starting-points")
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
+    connection = sqlite3.connect(db)
+    try:
+        rows = connection.execute(
+            "SELECT genome, status FROM candidates WHERE state = 'finished' ORDER BY id").fetchall()
+    finally:
+        connection.close()
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        if os.path.exists(db + suffix):
+            os.remove(db + suffix)
+    trace = []
+    for genome_text, status in rows:
+        if status == "invalid":  # not a candidate by evo's budget
+            continue
+        genome = json.loads(genome_text)
+        key = key_of(genome, landscape.knobs)
+        if key not in landscape.configs:
+            raise RuntimeError(f"evo proposed {genome}, which {landscape.path} does not hold")
+        trace.append(landscape.configs[key])
+    return trace[:cap]
+
+
+def run_random(landscape, seed, cap):
+    keys = sorted(landscape.configs)
+    random.Random(seed).shuffle(keys)
+    return [landscape.configs[k] for k in keys[:cap]]
+
+
+def run_tpe(landscape, seed, cap, target, multivariate):
+    import warnings
+
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    domains = {k: sorted({key[i] for key in landscape.configs}) for i, k in enumerate(landscape.knobs)}
+    worst = max(t for t in landscape.configs.values() if t is not None)
+    # Failures and constraint breaks must rank below every measurement; TPE splits by rank, so
+    # any value past the worst time does.
+    failure_value = 2 * worst
+    seen = {}
+    trace = []
+    sampler = optuna.samplers.TPESampler(seed=seed, multivariate=multivariate)
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    # Every figure is known once the target is hit and the last checkpoint passed: stopping
+    # there saves TPE's time, which grows with the square of its trials.
+    settled = min(cap, max(CHECKPOINTS))
+    # TPE repeats itself once it has settled; the trials it may take in all, repeats and
+    # constraint breaks included, are bounded so that a stuck sampler ends the run.
+    max_trials = 20 * cap
+    trials = 0
+    while len(trace) < min(cap, landscape.size) and trials < max_trials:
+        if len(trace) >= settled and hit_index(trace, target) is not None:
+            break
+        trial = study.ask()
+        trials += 1
+        key = tuple(trial.suggest_categorical(k, domains[k]) for k in landscape.knobs)
+        if key not in seen:
+            if key in landscape.configs:
+                t = landscape.configs[key]
+                trace.append(t)
+                seen[key] = t if t is not None else failure_value
+            else:
+                seen[key] = failure_value
+        study.tell(trial, seen[key])
+    return trace
+
+
+_landscapes = {}  # per worker process: a recording is read once
+
+
+def run_one(task):
+    method, path, seed, cap, evo, workdir, within, multivariate = task
+    if path not in _landscapes:
+        _landscapes[path] = Landscape(path)
+    landscape = _landscapes[path]
+    started = time.monotonic()
+    if method == "evo":
+        trace = run_evo(landscape, evo, seed, cap, False, workdir)
+    elif method == "evo+sp":
+        trace = run_evo(landscape, evo, seed, cap, True, workdir)
+    elif method == "random":
+        trace = run_random(landscape, seed, cap)
+    else:
+        trace = run_tpe(landscape, seed, cap, landscape.best * (1 + within), multivariate)
+    return method, path, seed, trace, time.monotonic() - started
+
+
+def hit_index(trace, target):
+    for i, t in enumerate(trace):
+        if t is not None and t <= target:
+            return i + 1
+    return None
+
+
+def fraction_after(trace, best, n):
+    times = [t for t in trace[:n] if t is not None]
+    return best / min(times) if times else 0.0
+
+
+def p90(values):
+    """Nearest rank: the value that 90 % of the seeds reach or beat."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+
+
+def summarize(landscape, traces, cap, within):
+    target = landscape.best * (1 + within)
+    hits = [hit_index(trace, target) for trace in traces]
+    needed = [h if h is not None else math.inf for h in hits]
+    summary = {
+        "seeds": len(traces),
+        "median": statistics.median(needed),
+        "p90": p90(needed),
+        "misses": sum(1 for h in hits if h is None),
+        "hits": hits,
+        "after": {},
+    }
+    for n in CHECKPOINTS:
+        if n <= cap or cap >= landscape.size:
+            summary["after"][n] = statistics.median(fraction_after(t, landscape.best, n) for t in traces)
+        else:
+            summary["after"][n] = None  # the runs stopped at the cap, before n
+    return summary
+
+
+def format_count(value, cap):
+    if value == math.inf:
+        return f">{cap}"
+    return f"{value:g}"
+
+
+def print_table(landscape, summaries, cap, within, seeds, elapsed):
+    header = landscape.header
+    problem = ",".join(f"{k}={v}" for k, v in sorted(header["problem"].items()))
+    print(f"recording {landscape.path}")
+    print(f"  {header['template']} {problem} on {header['device']}: {landscape.size} configurations, "
+          f"{landscape.measured} measured; best {landscape.best} us; "
+          f"{landscape.within(within)} within {within * 100:g} % of it")
+    print(f"  {seeds} seeds, cap {cap} candidates ({cap / landscape.size * 100:.1f} % of the space); "
+          f"10 % of the space is {landscape.size / 10:g}, 25 % is {landscape.size / 4:g}")
+    columns = ["method", f"to {within * 100:g}%: median", "p90", "misses", "median % space",
+               "random / median"] + [f"@{n}" for n in CHECKPOINTS] + ["seconds"]
+    rows = []
+    random_median = summaries.get("random", {}).get("median")
+    for method, s in summaries.items():
+        ratio = ""
+        if random_median is not None and s["median"] not in (0, math.inf) and random_median != math.inf:
+            ratio = f"{random_median / s['median']:.2f}"
+        share = "" if s["median"] == math.inf else f"{s['median'] / landscape.size * 100:.2f}"
+        after = ["n/a" if s["after"][n] is None else f"{s['after'][n]:.4f}" for n in CHECKPOINTS]
+        rows.append([method, format_count(s["median"], cap), format_count(s["p90"], cap),
+                     f"{s['misses']}/{s['seeds']}", share, ratio] + after + [f"{elapsed[method]:.0f}"])
+    widths = [max(len(str(r[i])) for r in rows + [columns]) for i in range(len(columns))]
+    line = "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(columns, widths)))
+    print("  " + line)
+    for r in rows:
+        print("  " + "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))))
+    print()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("recordings", nargs="+", help="recordings made by `evo sweep` (JSON lines)")
+    parser.add_argument("--evo", default="build/evo", help="the evo binary (default: build/evo)")
+    parser.add_argument("--seeds", type=int, default=20, help="seeds per method (default: 20)")
+    parser.add_argument("--first-seed", type=int, default=1, help="seeds run from this (default: 1)")
+    parser.add_argument("--cap", type=int, default=0,
+                        help="candidates per search (default: a quarter of the space, at least 200)")
+    parser.add_argument("--within", type=float, default=0.02,
+                        help="how near the best counts as found (default: 0.02)")
+    parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="searches run at once (default: one per core)")
+    parser.add_argument("--tpe-univariate", action="store_true",
+                        help="TPE's default, one density per knob, instead of the multivariate TPE")
+    parser.add_argument("--json", metavar="FILE", help="also write every figure and hit as JSON")
+    args = parser.parse_args()
+
+    methods = list(dict.fromkeys(args.methods))
+    if "tpe" in methods:
+        try:
+            import optuna  # noqa: F401
+        except ImportError:
+            print(f"search-bench: optuna is not importable by {sys.executable} (Debian: "
+                  "python3-optuna, which scripts/install-deps.sh installs); the tpe column is left out",
+                  file=sys.stderr)
+            methods.remove("tpe")
+    if any(m.startswith("evo") for m in methods) and not os.access(args.evo, os.X_OK):
+        raise SystemExit(f"search-bench: there is no evo binary at {args.evo} (--evo)")
+    evo = os.path.abspath(args.evo)
+
+    landscapes = [Landscape(path) for path in args.recordings]
+    caps = {}
+    for landscape in landscapes:
+        cap = args.cap or max(math.ceil(landscape.size / 4), 200)
+        caps[landscape.path] = min(cap, landscape.size)
+
+    # Databases on tmpfs where there is one: each candidate is its own synced transaction.
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    workdir = tempfile.mkdtemp(prefix="evo-search-bench-", dir=base)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    tasks = [(m, l.path, s, caps[l.path], evo, workdir, args.within, not args.tpe_univariate)
+             for l in landscapes for m in methods for s in seeds]
+    traces = {}
+    elapsed = {}
+    try:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            for method, path, seed, trace, seconds in pool.map(run_one, tasks):
+                traces.setdefault(path, {}).setdefault(method, {})[seed] = trace
+                elapsed[(path, method)] = elapsed.get((path, method), 0) + seconds
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    report = []
+    for landscape in landscapes:
+        cap = caps[landscape.path]
+        summaries = {}
+        for method in methods:
+            by_seed = traces[landscape.path][method]
+            summaries[method] = summarize(landscape, [by_seed[s] for s in seeds], cap, args.within)
+        print_table(landscape, summaries, cap, args.within, len(seeds),
+                    {m: elapsed[(landscape.path, m)] for m in methods})
+        report.append({
+            "recording": landscape.path, "template": landscape.header["template"],
+            "problem": landscape.header["problem"], "configurations": landscape.size,
+            "measured": landscape.measured, "best_us": landscape.best,
+            "within": args.within, "near_best": landscape.within(args.within), "cap": cap,
+            "seeds": seeds,
+            "methods": {m: {**s, "median": None if s["median"] == math.inf else s["median"],
+                            "p90": None if s["p90"] == math.inf else s["p90"],
+                            "after": {str(n): v for n, v in s["after"].items()}}
+                        for m, s in summaries.items()},
+        })
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"recordings": report, "methods": methods}, f, indent=1)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

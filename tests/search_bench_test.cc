@@ -1,0 +1,123 @@
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/files.h"
+#include "population/store.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+// The configurations of tests/data's recording with BLOCK_M=64 and NUM_WARPS=4, under its
+// header: a whole subspace (as `evo sweep --fix` records one), small enough for a test.
+std::filesystem::path WriteCut(const std::filesystem::path& dir, size_t& configurations,
+                               double& best_us) {
+  std::ifstream in(test::H100Recording());
+  std::string line;
+  std::getline(in, line);
+  std::string cut = line + "\n";
+  configurations = 0;
+  best_us = INFINITY;
+  while (std::getline(in, line)) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record["genome"]["BLOCK_M"] != 64 || record["genome"]["NUM_WARPS"] != 4) continue;
+    cut += line + "\n";
+    ++configurations;
+    if (record["outcome"]["status"] == "measured") {
+      best_us = std::min(best_us, record["outcome"]["gpu"]["timing"]["median_us"].get<double>());
+    }
+  }
+  const auto path = dir / "cut.jsonl";
+  test::WriteFile(path, cut);
+  return path;
+}
+
+TEST_CASE("the search benchmark on a cut of the recording: every method, figures that add up",
+          "[bench]") {
+  const std::filesystem::path script = test::SourceDir() / "scripts" / "search-bench.py";
+  if (!std::filesystem::exists("/usr/bin/python3")) {
+    WARN("skipped: scripts/search-bench.py runs on /usr/bin/python3, which is not here");
+    return;
+  }
+  test::TempDir dir;
+  size_t configurations = 0;
+  double best_us = 0;
+  const std::filesystem::path cut = WriteCut(dir.path(), configurations, best_us);
+  REQUIRE(configurations > 100);
+  const auto json_path = dir.path() / "bench.json";
+  const test::CommandResult result =
+      test::RunProgram(script,
+                       {"--evo", test::EvoBinary().string(), "--seeds", "3", "--cap", "40",
+                        "--json", json_path.string(), cut.string()},
+                       dir.path());
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  const bool have_optuna = result.err.find("optuna is not importable") == std::string::npos;
+  if (!have_optuna)
+    WARN("the tpe column was skipped: optuna is not installed for /usr/bin/python3");
+  for (const char* row : {"\n  evo ", "\n  evo+sp ", "\n  random "}) {
+    CHECK(result.out.find(row) != std::string::npos);
+  }
+  CHECK((result.out.find("\n  tpe ") != std::string::npos) == have_optuna);
+  CHECK(result.out.find(std::to_string(configurations) + " configurations") != std::string::npos);
+
+  const nlohmann::json report = nlohmann::json::parse(*TryReadFile(json_path));
+  REQUIRE(report["recordings"].size() == 1);
+  const nlohmann::json& recording = report["recordings"][0];
+  CHECK(recording["configurations"] == configurations);
+  CHECK(recording["best_us"].get<double>() == Approx(best_us));
+  CHECK(recording["cap"] == 40);
+  for (const auto& [method, figures] : recording["methods"].items()) {
+    INFO(method);
+    const nlohmann::json& hits = figures["hits"];
+    REQUIRE(hits.size() == 3);
+    int misses = 0;
+    for (const auto& hit : hits) {
+      if (hit.is_null()) {
+        ++misses;
+      } else {
+        CHECK(hit.get<int>() >= 1);
+        CHECK(hit.get<int>() <= 40);
+      }
+    }
+    CHECK(figures["misses"] == misses);
+    for (const char* n : {"25"}) {
+      const double fraction = figures["after"][n].get<double>();
+      CHECK(fraction > 0);
+      CHECK(fraction <= 1);
+    }
+    CHECK(figures["after"]["200"].is_null());  // past the cap
+  }
+
+  // evo's figures are those of the run it made: the same search replayed here gives the same
+  // first candidate within 2 % of the best.
+  const auto db = dir.path() / "again.db";
+  const test::CommandResult run =
+      test::RunEvo({"run", "--replay", cut.string(), "--budget", "40", "--seed", "1", "--db",
+                    db.string(), "--no-starting-points"},
+                   dir.path());
+  REQUIRE(run.exit_code == 0);
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  std::optional<int> first;
+  int index = 0;
+  for (const CandidateRecord& c : store.Candidates(1)) {
+    ++index;
+    const TimingFigures* timing = c.outcome.timing();
+    if (!first && c.outcome.status == Status::kMeasured && timing != nullptr &&
+        timing->median_us <= best_us * 1.02) {
+      first = index;
+    }
+  }
+  const nlohmann::json& evo_hit = recording["methods"]["evo"]["hits"][0];
+  if (first) {
+    CHECK(evo_hit == *first);
+  } else {
+    CHECK(evo_hit.is_null());
+  }
+}
+
+}  // namespace
+}  // namespace evo
