@@ -313,7 +313,6 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
     }
   };
   for (const Proposal& proposal : proposals) discount(proposal.genome);
-  size_t next = 0;
   while (static_cast<int>(proposals.size()) < count - random_count) {
     // The pool is sorted best first, so the first of equal values wins, as a stable sort would.
     size_t best = pool.size();
@@ -328,7 +327,7 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
     }
   }
   std::vector<size_t> rest;
-  for (size_t i = next; i < pool.size(); ++i) {
+  for (size_t i = 0; i < pool.size(); ++i) {
     if (!used[i]) rest.push_back(i);
   }
   while (!full() && !rest.empty()) {
