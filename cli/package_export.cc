@@ -50,10 +50,20 @@ int ExportPackages(const GlobalOptions& global, const PackageExportOptions& opti
       if (!options.runs.empty()) {
         throw Error("run " + std::to_string(run.id) + " has no measured kernel yet");
       }
-      skipped.push_back(std::to_string(run.id));
+      skipped.push_back(std::to_string(run.id) + " (no measured kernel yet)");
       continue;
     }
-    const KernelTemplate& kernel_template = TemplateOfRun(library, run.spec);
+    // A run of another template version is left out of a whole database's export (its kernel
+    // cannot be rebuilt as measured), and refused when asked for by id.
+    const KernelTemplate* found = nullptr;
+    try {
+      found = &TemplateOfRun(library, run.spec);
+    } catch (const Error& error) {
+      if (!options.runs.empty()) throw Error("run " + std::to_string(run.id) + ": " + error.what());
+      skipped.push_back(std::to_string(run.id) + " (" + error.what() + ")");
+      continue;
+    }
+    const KernelTemplate& kernel_template = *found;
     TunedKernel t;
     t.kernel_template = &kernel_template;
     t.run = run;
@@ -70,12 +80,8 @@ int ExportPackages(const GlobalOptions& global, const PackageExportOptions& opti
     t.compiled = compiled.compiled;
     tuned.push_back(std::move(t));
   }
+  for (const std::string& run : skipped) std::cerr << "evo: left out run " << run << "\n";
   if (tuned.empty()) throw Error(options.db + " holds no run with a measured kernel to export");
-  if (!skipped.empty()) {
-    std::string list;
-    for (const std::string& id : skipped) list += (list.empty() ? "" : ", ") + id;
-    std::cerr << "evo: runs without a measured kernel left out: " << list << "\n";
-  }
 
   const DispatchPackage package =
       BuildDispatchPackage(tuned, std::string("evo ") + EVO_VERSION + " from " + options.db);

@@ -89,6 +89,29 @@ TEST_CASE("evo export --python and --cpp write the tuned runs as packages that w
     WARN("skipped building the C++ export: no cmake or g++");
   }
 
+  // A run of another template version cannot be rebuilt as measured: a whole database's export
+  // leaves it out and says so, asking for it by id is refused.
+  std::string recording = ReadFile(test::H100RecordingAs(dir.path(), 2048, 0));
+  const std::string hash = "\"template_hash\":\"";
+  const size_t at = recording.find(hash);
+  REQUIRE(at != std::string::npos);
+  recording.replace(at + hash.size(), 64, std::string(64, '0'));
+  test::WriteFile(dir.path() / "older.jsonl", recording);
+  const auto old = RunEvo({"run", "--db", db, "--budget", "4", "--seed", "1", "--shape",
+                           "2,8,2048,64", "--replay", (dir.path() / "older.jsonl").string()},
+                          dir.path());
+  INFO(old.err);
+  REQUIRE(old.exit_code == 0);
+  const auto without =
+      RunEvo({"export", "--python", "py2", "--db", db, "--cache-dir", cache}, dir.path());
+  INFO(without.err);
+  CHECK(without.exit_code == 0);
+  CHECK(without.err.find("left out run 3 (the run searched version") != std::string::npos);
+  CHECK(without.out.find("2 entries") != std::string::npos);
+  const auto asked = RunEvo({"export", "--python", "py3", "--db", db, "--run", "3"}, dir.path());
+  CHECK(asked.exit_code == 2);
+  CHECK(asked.err.find("run 3: the run searched version") != std::string::npos);
+
   // Misuse is named.
   const auto both = RunEvo({"export", "3", "--python", "py", "--db", db}, dir.path());
   CHECK(both.exit_code == 2);

@@ -6,9 +6,11 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/sha256.h"
+#include "evaluator/kernel_arguments.h"
 #include "exports/dispatch_table.h"
 #include "exports/package_writer.h"
 #include "kernel_templates/arch.h"
+#include "kernel_templates/configuration.h"
 #include "tests/test_support.h"
 
 namespace evo {
@@ -140,8 +142,8 @@ TEST_CASE("a kernel's plan keeps the call's sizes as expressions and folds what 
                     Catch::Contains("tiny has no compile-time problem parameter D"));
 }
 
-// A table over several templates, keys, archs and kernels with run-time constraints.
-DispatchPackage TestPackage(const TemplateLibrary& library) {
+// Runs of several templates, keys, archs and kernels with run-time constraints.
+std::vector<TunedKernel> TestKernels(const TemplateLibrary& library) {
   std::vector<TunedKernel> tuned = {
       Tuned(library, "sdpa_fp16", "", Sizes(2, 8, 8, 512, 512, 64, 0), "sm_90", 8.0, 1),
       Tuned(library, "sdpa_fp16", "BLOCK_M=128", Sizes(2, 8, 8, 2048, 2048, 64, 0), "sm_90", 60.0,
@@ -164,7 +166,45 @@ DispatchPackage TestPackage(const TemplateLibrary& library) {
   Problem fp8 = Sizes(2, 8, 8, 4096, 4096, 128, 0);
   fp8["Q_FP8"] = 1;
   tuned.push_back(Tuned(library, "sdpa_fp8", "", fp8, "sm_89", 300.0, 10));
-  return BuildDispatchPackage(tuned, "the export test");
+  return tuned;
+}
+
+DispatchPackage TestPackage(const TemplateLibrary& library) {
+  return BuildDispatchPackage(TestKernels(library), "the export test");
+}
+
+// What evo itself computes for a tuned kernel called at other sizes: each launch's grid (on a
+// GPU of 132 SMs, one CTA per SM) from the manifest, with the call's sizes in the run's problem.
+std::string EvoLaunches(const TunedKernel& tuned, const std::vector<int64_t>& sizes) {
+  const Manifest& manifest = tuned.kernel_template->manifest;
+  Problem problem = tuned.run.spec.problem;
+  const char* names[] = {"B", "H", "H_kv", "S_q", "S_kv"};
+  for (size_t i = 0; i < 5; ++i) {
+    if (problem.count(names[i]) > 0) problem[names[i]] = sizes[i];
+  }
+  Bindings bindings = CompileBindings(manifest, tuned.best.proposal.genome, problem,
+                                      ArchByName(tuned.run.spec.arch));
+  bindings["NUM_SMS"] = 132;
+  bindings["CTAS_PER_SM"] = 1;
+  std::string text;
+  for (const KernelSpec* kernel : LaunchedKernels(manifest, bindings)) {
+    text += "launch " + kernel->entry + " grid [" +
+            std::to_string(kernel->grid[0].Evaluate(bindings)) + "," +
+            std::to_string(kernel->grid[1].Evaluate(bindings)) + "," +
+            std::to_string(kernel->grid[2].Evaluate(bindings)) + "]\n";
+  }
+  return text;
+}
+
+// The launch lines of a description, up to the grid.
+std::string LaunchLines(const std::string& described) {
+  std::istringstream in(described);
+  std::string line;
+  std::string text;
+  while (std::getline(in, line)) {
+    if (line.rfind("launch ", 0) == 0) text += line.substr(0, line.find(" block ")) + "\n";
+  }
+  return text;
 }
 
 TEST_CASE("a dispatch table keeps the fastest kernel per key and shape, each kernel once",
@@ -243,7 +283,8 @@ TEST_CASE("the exported Python and C++ dispatch agree on every call: exact, near
     return;
   }
   const TemplateLibrary library = TemplateLibrary::Load({});
-  const DispatchPackage package = TestPackage(library);
+  const std::vector<TunedKernel> tuned = TestKernels(library);
+  const DispatchPackage package = BuildDispatchPackage(tuned, "the export test");
   test::TempDir dir;
   WritePythonPackage(dir.path() / "py", "tuned_attention", package);
   WriteCppPackage(dir.path() / "cpp", package);
@@ -285,6 +326,23 @@ TEST_CASE("the exported Python and C++ dispatch agree on every call: exact, near
     picked += from_python.at(call).rfind("entry ", 0) == 0 ? 1 : 0;
   }
   CHECK(picked > calls.size() / 10);
+
+  // Every picked kernel's grids are the ones evo computes from the manifest for those sizes:
+  // folding the launch over the compile kept its meaning.
+  for (const std::string& call : calls) {
+    const std::string& described = from_python.at(call);
+    if (described.rfind("entry ", 0) != 0) continue;
+    INFO(call);
+    const nlohmann::json& entry = package.table["entries"][std::stoul(described.substr(6))];
+    const auto run = std::find_if(tuned.begin(), tuned.end(), [&](const TunedKernel& t) {
+      return t.run.id == entry["run"].get<int64_t>();
+    });
+    REQUIRE(run != tuned.end());
+    std::istringstream fields(call);
+    std::vector<int64_t> sizes(5);
+    for (int64_t& size : sizes) fields >> size;
+    CHECK(LaunchLines(described) == EvoLaunches(*run, sizes));
+  }
 
   const Json& entries = package.table["entries"];
   const auto entry_of = [&](const std::string& call) {

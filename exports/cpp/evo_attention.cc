@@ -1269,8 +1269,11 @@ std::string DescribeCall(const Shape& shape, int sm, int num_sms, int ctas_per_s
                   List(Signed(layout.dims)) + " strides " + List(Signed(layout.strides)) + " box " +
                   List(arg.box) + " swizzle " + param.swizzle + "\n";
         } else {
+          // What a launch binds the tensor to: a scratch buffer by name, otherwise the
+          // caller's tensor by role.
+          const std::string& bound = param.kind == "scratch" ? param.name : param.role;
           text += "  tensor " + param.name + " " + param.kind + " " + param.dtype + " " +
-                  List(arg.shape) + "\n";
+                  List(arg.shape) + " bound " + bound + "\n";
         }
       }
     }

@@ -478,8 +478,11 @@ def launch_plan(kernel, call, device):
                 described["box"] = [evaluate(b, env) for b in param["box"]]
                 args.append(described)
             else:
-                args.append({"name": param["name"], "kind": kind, "dtype": param["dtype"],
-                             "shape": tensor_shape(param, env)})
+                arg = {"name": param["name"], "kind": kind, "dtype": param["dtype"],
+                       "shape": tensor_shape(param, env)}
+                if "role" in param:
+                    arg["role"] = param["role"]
+                args.append(arg)
         steps.append({"launch": launch["entry"], "grid": grid, "block": launch["block"],
                       "dynamic_smem_bytes": launch["dynamic_smem_bytes"], "args": args})
     return {"scratch": scratch, "steps": steps}
@@ -557,8 +560,11 @@ def describe_call(table, call, sm, num_sms, ctas_per_sm):
                     lines.append(f"  map {arg['name']} {arg['tensor']} dims {_list(dims)} strides "
                                  f"{_list(strides)} box {_list(box)} swizzle {arg['swizzle']}")
                 else:
+                    # What a launch binds the tensor to: a scratch buffer by name, otherwise
+                    # the caller's tensor by role.
+                    bound = arg["name"] if arg["kind"] == "scratch" else arg["role"]
                     lines.append(f"  tensor {arg['name']} {arg['kind']} {arg['dtype']} "
-                                 f"{_list(arg['shape'])}")
+                                 f"{_list(arg['shape'])} bound {bound}")
     except (DispatchError, ExpressionError) as error:
         return f"error: {error}\n"
     return "\n".join(lines) + "\n"
