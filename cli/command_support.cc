@@ -37,6 +37,10 @@ void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& pro
     values.push_back(*value);
     start = comma + 1;
   }
+  if (!TakesShape(manifest)) {
+    throw Error("template " + manifest.name + " takes no --shape (B,H,S,D is attention's); give " +
+                "its problem as --problem NAME=VALUE: " + ProblemParamNames(manifest));
+  }
   if (values.size() != 4 && values.size() != 5) {
     throw Error("malformed --shape '" + shape +
                 "': expected B,H,S,D or B,H,S_q,S_kv,D as positive integers");
@@ -59,13 +63,53 @@ Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, b
   // default that follows another parameter (H_kv = H) follows the given value.
   Problem given;
   if (!shape.empty()) ApplyShape(manifest, shape, given);
-  if (causal) SetProblemParam(manifest, "CAUSAL", 1, given);
+  if (causal) {
+    if (manifest.FindProblemParam("CAUSAL") == nullptr) {
+      throw Error("template " + manifest.name + " takes no --causal (its problem parameters: " +
+                  ProblemParamNames(manifest) + ")");
+    }
+    SetProblemParam(manifest, "CAUSAL", 1, given);
+  }
   for (const std::string& setting : problem_settings) {
     ApplyProblemSetting(manifest, setting, given);
   }
   Problem problem = CompleteProblem(manifest, given);
   CheckProblem(manifest, problem);
   return problem;
+}
+
+bool TakesShape(const Manifest& manifest) {
+  return std::all_of(kShapeParams.begin(), kShapeParams.end(), [&](std::string_view name) {
+    return manifest.FindProblemParam(name) != nullptr;
+  });
+}
+
+std::string ProblemParamNames(const Manifest& manifest) {
+  std::string names;
+  for (const ProblemParamSpec& param : manifest.problem) {
+    names += (names.empty() ? "" : ", ") + param.name;
+  }
+  return names;
+}
+
+std::string ProblemOptions(const Manifest& manifest, const Problem& problem) {
+  std::string text;
+  const bool shape = TakesShape(manifest);
+  if (shape) {
+    text = "--shape " + std::to_string(problem.at("B")) + "," + std::to_string(problem.at("H")) +
+           "," + std::to_string(problem.at("S_q")) + "," + std::to_string(problem.at("S_kv")) +
+           "," + std::to_string(problem.at("D"));
+  }
+  const auto causal = problem.find("CAUSAL");
+  if (causal != problem.end() && causal->second != 0) text += " --causal";
+  for (const auto& [name, value] : problem) {
+    const bool in_shape =
+        shape && std::find(kShapeParams.begin(), kShapeParams.end(), name) != kShapeParams.end();
+    if (in_shape || name == "CAUSAL") continue;
+    text +=
+        (text.empty() ? "" : " ") + std::string("--problem ") + name + "=" + std::to_string(value);
+  }
+  return text;
 }
 
 std::chrono::seconds ParseDuration(const std::string& text, const std::string& option) {

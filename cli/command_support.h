@@ -1,9 +1,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <chrono>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernel_templates/genome.h"
@@ -33,6 +35,19 @@ const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpe
 
 // "B,H,S,D" or "B,H,S_q,S_kv,D" onto the template's problem parameters of those names.
 void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& problem);
+
+// The problem parameters --shape sets (attention's): B, H, S_q, S_kv and D.
+inline constexpr std::array<std::string_view, 5> kShapeParams = {"B", "H", "S_q", "S_kv", "D"};
+
+// Whether the template has every parameter of kShapeParams, so that --shape applies to it.
+bool TakesShape(const Manifest& manifest);
+
+// "ROWS, COLS, EPS_INV, BF16": the template's problem parameters, for messages.
+std::string ProblemParamNames(const Manifest& manifest);
+
+// The options that give `problem` on a command line: --shape and --causal where the template
+// takes them, --problem NAME=VALUE for every other parameter.
+std::string ProblemOptions(const Manifest& manifest, const Problem& problem);
 
 // The problem the command line describes: the template's defaults, then --shape (when given),
 // --causal and every --problem PARAM=VALUE.

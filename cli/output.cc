@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "cli/command_support.h"
 #include "evaluator/gpu_verdict_json.h"
 #include "kernel_templates/configuration.h"
 
@@ -59,20 +60,22 @@ Json TemplateToJson(const KernelTemplate& kernel_template) {
   }
   Json entries = Json::array();
   for (const KernelSpec& kernel : manifest.kernels) entries.push_back(kernel.entry);
-  return {{"name", manifest.name},
-          {"version", manifest.version},
-          {"description", manifest.description},
-          {"origin", kernel_template.origin},
-          {"source_hash", kernel_template.source_hash},
-          {"min_sm", manifest.min_sm},
-          {"max_sm", manifest.max_sm},
-          {"arch_specific", manifest.arch_specific},
-          {"knobs", knobs},
-          {"problem", problem},
-          {"constraints", constraints},
-          {"entry", manifest.main_kernel().entry},
-          {"entries", entries},
-          {"reference_entry", manifest.reference.entry}};
+  Json json = {{"name", manifest.name},
+               {"version", manifest.version},
+               {"description", manifest.description},
+               {"origin", kernel_template.origin},
+               {"source_hash", kernel_template.source_hash},
+               {"min_sm", manifest.min_sm},
+               {"max_sm", manifest.max_sm},
+               {"arch_specific", manifest.arch_specific},
+               {"knobs", knobs},
+               {"problem", problem},
+               {"constraints", constraints},
+               {"entry", manifest.main_kernel().entry},
+               {"entries", entries},
+               {"reference_entry", manifest.reference.entry}};
+  if (manifest.bytes) json["bytes"] = manifest.bytes->text();
+  return json;
 }
 
 std::string TemplateToText(const KernelTemplate& kernel_template) {
@@ -93,7 +96,11 @@ std::string TemplateToText(const KernelTemplate& kernel_template) {
     text += fmt::format("    {:<18} {:<22} {}\n", knob.name,
                         Values(knob.values, knob.default_value), knob.doc);
   }
-  text += "  problem (--shape B,H,S,D, --causal, --problem NAME=VALUE):\n";
+  // Only attention's parameters have the --shape and --causal shorthands.
+  const std::string shorthands =
+      std::string(TakesShape(manifest) ? "--shape B,H,S,D, " : "") +
+      (manifest.FindProblemParam("CAUSAL") != nullptr ? "--causal, " : "");
+  text += "  problem (" + shorthands + "--problem NAME=VALUE):\n";
   for (const ProblemParamSpec& param : manifest.problem) {
     const std::string domain =
         param.default_expr
@@ -108,6 +115,9 @@ std::string TemplateToText(const KernelTemplate& kernel_template) {
   text += "  constraints:\n";
   for (const ConstraintSpec& constraint : manifest.constraints) {
     text += fmt::format("    {:<34} {}\n", constraint.name, constraint.expr.text());
+  }
+  if (manifest.bytes) {
+    text += "  bytes per call (for GB/s): " + manifest.bytes->text() + "\n";
   }
   return text;
 }
@@ -133,6 +143,7 @@ Json CompileReportToJson(const CompileReport& report) {
                                                 {"expr", outcome.violation->expr},
                                                 {"doc", outcome.violation->doc}}
                                          : Json(nullptr);
+  if (manifest.bytes) json["bytes"] = manifest.bytes->Evaluate(report.problem);
   if (outcome.status != Status::kInvalid) {
     json["compile_ms"] = outcome.compiled.compile_ms;
     json["elapsed_ms"] = outcome.compiled.elapsed_ms;
@@ -169,6 +180,10 @@ std::string CompileReportToText(const CompileReport& report) {
                                report.kernel_template.source_hash.substr(0, 12)));
   line("knobs", FormatGenome(manifest, report.genome));
   line("problem", FormatProblem(manifest, report.problem));
+  if (manifest.bytes) {
+    line("bytes", fmt::format("{} per call ({}), the traffic its GB/s counts",
+                              manifest.bytes->Evaluate(report.problem), manifest.bytes->text()));
+  }
   line("arch",
        (report.arch.device.empty() ? report.arch.name + " (given)"
                                    : report.arch.name + " (detected: " + report.arch.device + ")") +
@@ -232,6 +247,7 @@ std::string VerdictToText(const GpuVerdict& verdict) {
                                t.launches_per_repetition, t.settled ? ", settled" : ", NOT settled",
                                t.l2_flushed ? ", L2 flushed" : ""));
     if (t.tflops > 0) line("throughput", fmt::format("{:.1f} TFLOP/s at the median", t.tflops));
+    if (t.gbps > 0) line("bandwidth", fmt::format("{:.1f} GB/s at the median", t.gbps));
     if (t.sm_clock_mhz > 0) {
       line("sm clock", fmt::format("{:.0f} MHz right after the timed launches", t.sm_clock_mhz));
     }

@@ -319,17 +319,8 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
     const std::unique_ptr<EvaluatorSetup> setup =
         MakeEvaluator(global, *options, kernel_template, problem);
     RecordingHeader header;
-    header.recorded_by =
-        "evo sweep --template " + options->template_name + " --shape " +
-        std::to_string(problem.at("B")) + "," + std::to_string(problem.at("H")) + "," +
-        std::to_string(problem.at("S_q")) + "," + std::to_string(problem.at("S_kv")) + "," +
-        std::to_string(problem.at("D")) + (problem.at("CAUSAL") != 0 ? " --causal" : "");
-    for (const auto& [name, value] : problem) {
-      if (name != "B" && name != "H" && name != "S_q" && name != "S_kv" && name != "D" &&
-          name != "CAUSAL") {
-        header.recorded_by += " --problem " + name + "=" + std::to_string(value);
-      }
-    }
+    header.recorded_by = "evo sweep --template " + options->template_name + " " +
+                         ProblemOptions(kernel_template.manifest, problem);
     for (const auto& [name, value] : fixed_values) {
       header.recorded_by += " --fix " + name + "=" + std::to_string(value);
     }

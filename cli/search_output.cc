@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "evaluator/gpu_verdict_json.h"
@@ -22,6 +23,15 @@ std::string Knobs(const Genome& genome) {
 std::string Problem_(const Problem& problem) { return Knobs(problem); }
 
 std::string OptionalId(const std::optional<int64_t>& id) { return id ? std::to_string(*id) : "-"; }
+
+// A timing's throughput: TFLOP/s where the template counts flops, GB/s where it counts only
+// bytes (a bandwidth-bound kernel), both where it counts both.
+std::string Throughput(const TimingFigures& t) {
+  if (t.gbps > 0 && t.tflops > 0)
+    return fmt::format("{:.1f} TFLOP/s, {:.1f} GB/s", t.tflops, t.gbps);
+  if (t.gbps > 0) return fmt::format("{:.1f} GB/s", t.gbps);
+  return fmt::format("{:.1f} TFLOP/s", t.tflops);
+}
 
 }  // namespace
 
@@ -104,9 +114,15 @@ std::string RunsToText(const std::vector<RunRecord>& runs) {
 std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>& elite) {
   std::string text = "elite of " + RunHeadline(run) + "\n";
   if (elite.empty()) return text + "  (empty: no candidate has been measured and confirmed)\n";
+  // A template that counts bytes but no flops (bandwidth-bound) is ranked by GB/s instead.
+  const bool bandwidth =
+      std::all_of(elite.begin(), elite.end(),
+                  [](const CandidateRecord& c) { return c.scoring_timing()->tflops == 0; }) &&
+      std::any_of(elite.begin(), elite.end(),
+                  [](const CandidateRecord& c) { return c.scoring_timing()->gbps > 0; });
   text += fmt::format("{:>4}  {:>9}  {:>10}  {:>10}  {:>10}  {:>15}  {:>8}  {:>4}  {:>9}  {}\n",
                       "rank", "candidate", "score us", "first us", "second us", "p10..p90 us",
-                      "TFLOP/s", "regs", "smem KiB", "knobs");
+                      bandwidth ? "GB/s" : "TFLOP/s", "regs", "smem KiB", "knobs");
   int rank = 0;
   for (const CandidateRecord& c : elite) {
     // The score is the slower median; its spread and throughput are shown beside it.
@@ -117,7 +133,8 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
     text += fmt::format(
         "{:>4}  {:>9}  {:>10.2f}  {:>10.2f}  {:>10.2f}  {:>15}  {:>8.1f}  {:>4}  {:>9.1f}  {}\n",
         ++rank, c.id, score.median_us, first ? first->median_us : NAN, c.confirmation->median_us,
-        fmt::format("{:.2f}..{:.2f}", score.p10_us, score.p90_us), score.tflops,
+        fmt::format("{:.2f}..{:.2f}", score.p10_us, score.p90_us),
+        bandwidth ? score.gbps : score.tflops,
         c.outcome.resources ? c.outcome.resources->registers : 0, static_cast<double>(smem) / 1024,
         Knobs(c.proposal.genome));
   }
@@ -159,9 +176,9 @@ std::string CandidateToText(const CandidateRecord& c) {
     return fmt::format(
         "  {}median {:.2f} us, p10 {:.2f}, p90 {:.2f}, min {:.2f}; {} repetitions x {} "
         "launches{}{}; "
-        "{:.1f} TFLOP/s{}\n",
+        "{}{}\n",
         label, t.median_us, t.p10_us, t.p90_us, t.min_us, t.repetitions, t.launches_per_repetition,
-        t.settled ? "" : " (spread not settled)", t.l2_flushed ? ", L2 flushed" : "", t.tflops,
+        t.settled ? "" : " (spread not settled)", t.l2_flushed ? ", L2 flushed" : "", Throughput(t),
         t.sm_clock_mhz > 0 ? fmt::format(" at {:.0f} MHz", t.sm_clock_mhz) : "");
   };
   if (const TimingFigures* t = o.timing()) text += timing_line("timing:    ", *t);
@@ -174,8 +191,8 @@ std::string ProgressLine(const SearchProgress& p) {
   std::string line =
       fmt::format("run {} gen {}: {}/{} evaluated", p.run_id, p.generation, p.evaluated, p.budget);
   if (p.best) {
-    line += fmt::format(", best {:.2f} us ({:.1f} TFLOP/s, #{})", *p.best->score_us(),
-                        p.best->scoring_timing()->tflops, p.best->id);
+    line += fmt::format(", best {:.2f} us ({}, #{})", *p.best->score_us(),
+                        Throughput(*p.best->scoring_timing()), p.best->id);
   } else {
     line += ", best -";
   }

@@ -433,6 +433,10 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
       const double flops = static_cast<double>(manifest.flops->Evaluate(problem));
       timing.tflops = flops / (timing.median_us * 1e-6) / 1e12;
     }
+    if (manifest.bytes) {
+      const double bytes = static_cast<double>(manifest.bytes->Evaluate(problem));
+      timing.gbps = bytes / (timing.median_us * 1e-6) / 1e9;
+    }
     // The timed calls rewrote the output from unchanged inputs: it must still match, and
     // nothing outside the output (or scratch) may have changed.
     timing.recheck_passed = true;

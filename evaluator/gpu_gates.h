@@ -34,6 +34,7 @@ struct TimingFigures {
   bool settled = false;  // the p10..p90 spread fell under the target before the cap
   bool l2_flushed = false;
   double tflops = 0;            // at the median; 0 when the manifest has no flops formula
+  double gbps = 0;              // at the median (1e9 bytes/s); 0 when the manifest has no bytes
   bool recheck_passed = false;  // the output after timing still matches the reference
   double sm_clock_mhz = 0;      // measured right after the timed launches; 0 in older records
 };
@@ -100,7 +101,7 @@ class GpuGates {
   struct State;
   struct Call;
   class Reference;
-  // Gate 3's measurement of whole calls (figures but the flops and the recheck).
+  // Gate 3's measurement of whole calls (figures but the throughputs and the recheck).
   TimingFigures TimeLaunches(Call& call, const TimingOptions& options);
 
   DeviceInfo device_;

@@ -40,6 +40,8 @@ nlohmann::json GpuVerdictToJson(const GpuVerdict& verdict) {
                       {"tflops", t.tflops},
                       {"recheck_passed", t.recheck_passed},
                       {"sm_clock_mhz", t.sm_clock_mhz}};
+    // Only templates with a bytes formula have a bandwidth; the others' verdicts stay as they were.
+    if (t.gbps > 0) json["timing"]["gbps"] = t.gbps;
   }
   return json;
 }
@@ -83,6 +85,7 @@ GpuVerdict GpuVerdictFromJson(const nlohmann::json& json) {
     timing.recheck_passed = t.at("recheck_passed").get<bool>();
     // Recordings made before the gate read the SM clock carry none.
     timing.sm_clock_mhz = t.value("sm_clock_mhz", 0.0);
+    timing.gbps = t.value("gbps", 0.0);
     verdict.timing = timing;
   }
   return verdict;

@@ -610,10 +610,10 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
                 "starting points belong in the template folder's starting_points.json, outside "
                 "the template's version");
   }
-  reader.CheckKeys(
-      root, "manifest",
-      {"name", "version", "description", "min_sm", "max_sm", "arch_specific", "knobs", "problem",
-       "derived", "constraints", "kernel", "kernels", "reference", "correctness", "flops"});
+  reader.CheckKeys(root, "manifest",
+                   {"name", "version", "description", "min_sm", "max_sm", "arch_specific", "knobs",
+                    "problem", "derived", "constraints", "kernel", "kernels", "reference",
+                    "correctness", "flops", "bytes"});
   Manifest manifest;
   manifest.name = reader.Identifier(root, "manifest", "name");
   manifest.version = static_cast<int>(reader.Integer(root, "manifest", "version"));
@@ -758,6 +758,9 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   }
   if (root.contains("flops")) {
     manifest.flops = reader.Expr(root["flops"], "flops", problem_scope);
+  }
+  if (root.contains("bytes")) {
+    manifest.bytes = reader.Expr(root["bytes"], "bytes", problem_scope);
   }
   return manifest;
 }

@@ -177,6 +177,9 @@ struct Manifest {
   KernelSpec reference;
   CorrectnessSpec correctness;
   std::optional<Expression> flops;  // floating-point operations of one call, for TFLOP/s
+  // Bytes one call reads and writes in global memory (each input read once, each output written
+  // once, for a kernel that does no better), for GB/s: the figure of bandwidth-bound kernels.
+  std::optional<Expression> bytes;
   // Known-good configurations a search tries right after the defaults (its first generation),
   // each naming some knobs; the others keep their defaults. A large problem gives a search few
   // candidates per minute, so where it starts matters. They come from the template folder's
