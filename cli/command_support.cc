@@ -13,7 +13,16 @@ TemplateLibrary LoadLibrary(const GlobalOptions& global) {
 }
 
 const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpec& spec) {
-  const KernelTemplate& kernel_template = library.Find(spec.template_name);
+  const auto known =
+      std::find_if(library.templates().begin(), library.templates().end(),
+                   [&](const KernelTemplate& t) { return t.manifest.name == spec.template_name; });
+  if (known == library.templates().end()) {
+    // A user's template is found only where --templates points, for every command alike.
+    throw Error("the run searched template '" + spec.template_name +
+                "', which is not among the templates this evo loaded; pass its folder with "
+                "--templates, as to the evo run that made it");
+  }
+  const KernelTemplate& kernel_template = *known;
   if (kernel_template.source_hash != spec.template_hash) {
     throw Error("the run searched version " + spec.template_hash.substr(0, 12) + " of " +
                 spec.template_name + ", but this evo has version " +

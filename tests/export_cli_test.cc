@@ -3,6 +3,7 @@
 
 #include "common/files.h"
 #include "common/sha256.h"
+#include "population/sqlite.h"
 #include "tests/test_support.h"
 
 namespace evo {
@@ -111,6 +112,18 @@ TEST_CASE("evo export --python and --cpp write the tuned runs as packages that w
   const auto asked = RunEvo({"export", "--python", "py3", "--db", db, "--run", "3"}, dir.path());
   CHECK(asked.exit_code == 2);
   CHECK(asked.err.find("run 3: the run searched version") != std::string::npos);
+
+  // A run of a user's template is exported where --templates names its folder; without it the
+  // message says so instead of listing the shipped templates.
+  {
+    sqlite::Database store(db, sqlite::Database::Mode::kReadWrite);
+    store.Execute("UPDATE runs SET template_name = 'row_softmax' WHERE id = 3");
+  }
+  const auto user = RunEvo({"export", "--python", "py4", "--db", db, "--run", "3"}, dir.path());
+  CHECK(user.exit_code == 2);
+  CHECK(user.err.find("run 3: the run searched template 'row_softmax', which is not among the "
+                      "templates this evo loaded; pass its folder with --templates") !=
+        std::string::npos);
 
   // Misuse is named.
   const auto both = RunEvo({"export", "3", "--python", "py", "--db", db}, dir.path());
