@@ -358,8 +358,10 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   GlobalOptions global;
+  // One folder per --templates, so that `--templates DIR 1` does not take the 1 as a folder.
   app.add_option("--templates", global.template_folders,
-                 "a folder of the user's templates (repeatable)");
+                 "a folder of the user's templates (repeatable)")
+      ->allow_extra_args(false);
   app.add_flag("--verbose,-v", global.verbose, "log more");
 
   std::function<int()> selected;

@@ -215,6 +215,9 @@ TEST_CASE("evo compile refuses bad input with a clear message and exit code 2", 
       {{"compile", "--arch", "sm_90", "--templates", "missing_folder"}, "does not exist"},
       {{"compile", "--arch", "sm_90", "--templates", "not_a_folder"}, "is not a folder"},
       {{"templates", "--templates", "."}, "holds no manifest.json"},
+      // One folder per --templates: what follows it is the command's (here export's ID).
+      {{"export", "--templates", ".", "1", "--db", "none.db", "--out", "x"},
+       "there is no database none.db"},
       {{"compile", "--arch", "sm_90", "--bogus"}, "--bogus"},
       {{"frobnicate"}, "frobnicate"},
   };
