@@ -9,6 +9,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -123,6 +124,35 @@ std::string Describe(const evo_attention::Shape& s) {
          (s.q_dtype == evo_attention::DType::kBF16 ? ",bf16" : "") + (s.causal ? ",causal" : "");
 }
 
+// The median time of one batch (`enqueue` puts it on `stream`), timed with events after 100 ms
+// of batches as warm-up, over batches for at least 100 ms (at least 5).
+template <typename Enqueue>
+float SustainedBatchMs(CUstream stream, const Enqueue& enqueue) {
+  CUevent start = nullptr;
+  CUevent stop = nullptr;
+  Check(cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+  Check(cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  const auto batch_ms = [&] {
+    Check(cuEventRecord(start, stream), "cuEventRecord");
+    enqueue();
+    Check(cuEventRecord(stop, stream), "cuEventRecord");
+    Check(cuEventSynchronize(stop), "cuEventSynchronize");
+    float ms = 0;
+    Check(cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
+    return ms;
+  };
+  for (float warm = 0; warm < 100;) warm += batch_ms();
+  std::vector<float> batches;
+  for (float spent = 0; spent < 100 || batches.size() < 5;) {
+    batches.push_back(batch_ms());
+    spent += batches.back();
+  }
+  cuEventDestroy(start);
+  cuEventDestroy(stop);
+  std::sort(batches.begin(), batches.end());
+  return batches[batches.size() / 2];
+}
+
 // One call: returns false when the output is off the reference or the graph replay differs.
 bool RunShape(evo_attention::Attention& attention, const evo_attention::Shape& shape,
               CUstream stream) {
@@ -212,34 +242,6 @@ bool RunShape(evo_attention::Attention& attention, const evo_attention::Shape& s
     }
   }
 
-  // Timing at the clock a sustained load runs at, not the boost of an idle GPU: batches of 20
-  // calls between events, batches for 100 ms of warm-up, then for at least 100 ms more; the
-  // median batch over 20.
-  CUevent start = nullptr;
-  CUevent stop = nullptr;
-  Check(cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
-  Check(cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
-  const evo_attention::Tensors tensors{dq.pointer, dk.pointer, dv.pointer, dout.pointer};
-  const auto batch_ms = [&] {
-    Check(cuEventRecord(start, stream), "cuEventRecord");
-    for (int i = 0; i < 20; ++i) attention.Run(shape, tensors, stream);
-    Check(cuEventRecord(stop, stream), "cuEventRecord");
-    Check(cuEventSynchronize(stop), "cuEventSynchronize");
-    float ms = 0;
-    Check(cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
-    return ms;
-  };
-  for (float warm = 0; warm < 100;) warm += batch_ms();
-  std::vector<float> batches;
-  for (float spent = 0; spent < 100 || batches.size() < 5;) {
-    batches.push_back(batch_ms());
-    spent += batches.back();
-  }
-  std::sort(batches.begin(), batches.end());
-  const float ms = batches[batches.size() / 2];
-  cuEventDestroy(start);
-  cuEventDestroy(stop);
-
   // The same call captured into a CUDA graph, replayed into another output.
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
@@ -255,8 +257,32 @@ bool RunShape(evo_attention::Attention& attention, const evo_attention::Shape& s
   cuGraphDestroy(graph);
   const bool same = replayed == out;
 
-  std::printf("%-28s %-8s max|err| %.2e  %9.2f us  graph %s  %s\n", Describe(shape).c_str(),
-              bad ? "WRONG" : "ok", max_error, ms * 1000 / 20, same ? "same" : "DIFFERS",
+  // Timing at the clock a sustained load runs at, not the boost of an idle GPU: batches of 20
+  // calls between events, batches for 100 ms of warm-up, then for at least 100 ms more; the
+  // median batch over 20. Eager calls (what a call costs a program that launches it directly,
+  // host work included) and a CUDA graph of 20 calls (the kernels alone, as export-check.py and
+  // bench-attention time them); host: the CPU time of one Run().
+  const evo_attention::Tensors tensors{dq.pointer, dk.pointer, dv.pointer, dout.pointer};
+  double host_us = 0;
+  const float eager_ms = SustainedBatchMs(stream, [&] {
+    const auto begin = std::chrono::steady_clock::now();
+    for (int i = 0; i < 20; ++i) attention.Run(shape, tensors, stream);
+    host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin)
+                  .count() /
+              20;
+  });
+  Check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+  for (int i = 0; i < 20; ++i) attention.Run(shape, tensors, stream);
+  Check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+  Check(cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+  const float graph_ms =
+      SustainedBatchMs(stream, [&] { Check(cuGraphLaunch(exec, stream), "cuGraphLaunch"); });
+  cuGraphExecDestroy(exec);
+  cuGraphDestroy(graph);
+
+  std::printf("%-30s %-5s max|err| %.2e  eager %9.2f us  graph %9.2f us  host %6.1f us  %s  %s\n",
+              Describe(shape).c_str(), bad ? "WRONG" : "ok", max_error, eager_ms * 1000 / 20,
+              graph_ms * 1000 / 20, host_us, same ? "graph output same" : "GRAPH OUTPUT DIFFERS",
               choice.description.c_str());
   return !bad && same;
 }
