@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -1286,6 +1287,18 @@ std::string DescribeCall(const Shape& shape, int sm, int num_sms, int ctas_per_s
 // ---------------------------------------------------------------------------------------------
 // The launcher.
 
+// What a call of one shape launches, worked out once: the rule's choice, the plan and every
+// tensor map's layout. Only the pointers differ between calls of a shape.
+struct PlannedCall {
+  Choice choice;
+  size_t kernel_index = 0;
+  Plan plan;
+  std::vector<std::vector<MapLayout>> layouts;  // [step][arg], tensor maps only
+  size_t scratch_bytes = 0;
+};
+
+using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, int, int>;
+
 struct Attention::Impl {
   const Driver* driver = nullptr;
   CUcontext context = nullptr;
@@ -1294,7 +1307,59 @@ struct Attention::Impl {
   std::map<size_t, CUmodule> modules;
   std::map<std::pair<size_t, std::string>, CUfunction> functions;
   std::map<size_t, std::map<std::string, int>> ctas_per_sm;
+  // The rule and the plan cost tens of microseconds of CPU: a model calls a few shapes over and
+  // over, so each shape's is kept (a bounded number; Run may be called from several threads).
+  std::mutex mutex;
+  std::map<ShapeKey, std::shared_ptr<const PlannedCall>> calls;
+
+  std::shared_ptr<const PlannedCall> Planned(const Shape& shape);
 };
+
+std::shared_ptr<const PlannedCall> Attention::Impl::Planned(const Shape& shape) {
+  const ShapeKey key{shape.B,
+                     shape.H,
+                     shape.H_kv,
+                     shape.S_q,
+                     shape.S_kv,
+                     shape.D,
+                     shape.causal,
+                     static_cast<int>(shape.q_dtype),
+                     static_cast<int>(shape.kv_dtype)};
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto found = calls.find(key);
+    if (found != calls.end()) return found->second;
+  }
+  const Table& table = TheTable();
+  auto call = std::make_shared<PlannedCall>();
+  call->choice = PickFrom(table, shape, sm);
+  call->kernel_index = table.entries[call->choice.entry].kernel;
+  call->plan = PlanCall(table.kernels[call->kernel_index], shape, num_sms,
+                        ctas_per_sm.at(call->kernel_index));
+  for (const PlannedScratch& s : call->plan.scratch) {
+    call->scratch_bytes += Aligned(static_cast<size_t>(s.bytes));
+  }
+  for (const PlannedStep& step : call->plan.steps) {
+    std::map<std::string, const std::vector<int64_t>*> shapes;
+    for (const PlannedArg& arg : step.args) {
+      if (arg.param->kind != "scalar" && arg.param->kind != "tensor_map") {
+        shapes[arg.param->name] = &arg.shape;
+      }
+    }
+    std::vector<MapLayout> layouts(step.args.size());
+    for (size_t i = 0; i < step.args.size(); ++i) {
+      const PlannedArg& arg = step.args[i];
+      if (arg.param->kind == "tensor_map") {
+        layouts[i] = EncodeLayout(*arg.param, arg.box, *shapes.at(arg.param->tensor));
+      }
+    }
+    call->layouts.push_back(std::move(layouts));
+  }
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (calls.size() >= 1024) calls.clear();
+  calls.emplace(key, call);
+  return call;
+}
 
 Attention::Attention() : impl_(std::make_unique<Impl>()) {
   const Table& table = TheTable();
@@ -1370,14 +1435,7 @@ Attention::~Attention() {
 int Attention::sm() const { return impl_->sm; }
 
 size_t Attention::WorkspaceBytes(const Shape& shape) const {
-  const Table& table = TheTable();
-  const Choice choice = PickFrom(table, shape, impl_->sm);
-  const size_t kernel_index = table.entries[choice.entry].kernel;
-  const Plan plan = PlanCall(table.kernels[kernel_index], shape, impl_->num_sms,
-                             impl_->ctas_per_sm.at(kernel_index));
-  size_t bytes = 0;
-  for (const PlannedScratch& s : plan.scratch) bytes += Aligned(static_cast<size_t>(s.bytes));
-  return bytes;
+  return impl_->Planned(shape)->scratch_bytes;
 }
 
 Choice Attention::Run(const Shape& shape, const Tensors& tensors, CUstream stream,
@@ -1391,10 +1449,11 @@ Choice Attention::Run(const Shape& shape, const Tensors& tensors, CUstream strea
         "evo_attention: the current CUDA context is not the one the "
         "kernels were loaded into");
   }
-  const Choice choice = PickFrom(table, shape, impl_->sm);
-  const size_t kernel_index = table.entries[choice.entry].kernel;
+  const std::shared_ptr<const PlannedCall> call = impl_->Planned(shape);
+  const Choice& choice = call->choice;
+  const size_t kernel_index = call->kernel_index;
   const Kernel& kernel = table.kernels[kernel_index];
-  const Plan plan = PlanCall(kernel, shape, impl_->num_sms, impl_->ctas_per_sm.at(kernel_index));
+  const Plan& plan = call->plan;
 
   std::map<std::string, CUdeviceptr> pointers = {{"q", tensors.q},
                                                  {"k", tensors.k},
@@ -1417,8 +1476,7 @@ Choice Attention::Run(const Shape& shape, const Tensors& tensors, CUstream strea
     }
   }
 
-  size_t needed = 0;
-  for (const PlannedScratch& s : plan.scratch) needed += Aligned(static_cast<size_t>(s.bytes));
+  const size_t needed = call->scratch_bytes;
   CUdeviceptr base = workspace;
   const bool allocate = needed > 0 && workspace == 0;
   if (needed > 0 && !allocate && workspace_bytes < needed) {
@@ -1439,17 +1497,16 @@ Choice Attention::Run(const Shape& shape, const Tensors& tensors, CUstream strea
     offset += Aligned(static_cast<size_t>(s.bytes));
   }
   try {
-    for (const PlannedStep& step : plan.steps) {
+    for (size_t step_index = 0; step_index < plan.steps.size(); ++step_index) {
+      const PlannedStep& step = plan.steps[step_index];
       if (!step.memset.empty()) continue;  // each_call scratch was zeroed above
       const Launch& launch = *step.launch;
       std::map<std::string, CUdeviceptr> named;
-      std::map<std::string, const std::vector<int64_t>*> shapes;
       for (const PlannedArg& arg : step.args) {
         const Param& param = *arg.param;
         if (param.kind == "scalar" || param.kind == "tensor_map") continue;
         named[param.name] =
             param.kind == "scratch" ? scratch.at(param.name) : pointers.at(param.role);
-        shapes[param.name] = &arg.shape;
       }
       // Argument storage: scalars as 8-byte slots, tensor maps as 64-byte aligned blocks.
       std::vector<uint64_t> words(step.args.size());
@@ -1470,7 +1527,7 @@ Choice Attention::Run(const Shape& shape, const Tensors& tensors, CUstream strea
           }
           params[i] = &words[i];
         } else if (param.kind == "tensor_map") {
-          const MapLayout layout = EncodeLayout(param, arg.box, *shapes.at(param.tensor));
+          const MapLayout& layout = call->layouts[step_index][i];
           const std::vector<cuuint32_t> element_strides(layout.dims.size(), 1);
           driver.Check(
               driver.TensorMapEncodeTiled(
