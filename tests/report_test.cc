@@ -223,6 +223,14 @@ TEST_CASE("evo report of a replayed run renders in Chromium with every candidate
   CHECK(FileHash(db) == db_hash);
 
   const std::string html = ReadFile(out);
+  // How the engine made each candidate has a name in the page: its first generation is the
+  // default and random ones, later ones come from the neighbour scan, the cost model and
+  // random draws; none is "other", which the report keeps for operators it does not know.
+  CHECK(html.find("\"made\":\"default\"") != std::string::npos);
+  CHECK(html.find("\"made\":\"neighbour scan\"") != std::string::npos);
+  CHECK(html.find("\"made\":\"cost model\"") != std::string::npos);
+  CHECK(html.find("\"made\":\"random\"") != std::string::npos);
+  CHECK(html.find("\"made\":\"other\"") == std::string::npos);
   // The policy is the first thing in the page, so it governs everything: no request can leave
   // the page, and any attempt is a console message (the control test shows Chromium logs it).
   CHECK(html.find("<head>\n<meta http-equiv=\"Content-Security-Policy\" content=\"default-src "

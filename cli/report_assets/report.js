@@ -24,7 +24,9 @@
   const MADE_COLORS = {
     'default': '#1f77b4',
     'starting point': '#9467bd',
-    'mutation': '#2ca02c',
+    'neighbour scan': '#17becf',
+    'cost model': '#2ca02c',
+    'mutation': '#bcbd22',
     'crossover': '#ff7f0e',
     'random': '#7f7f7f',
     'other': '#8c564b',
