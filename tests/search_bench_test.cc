@@ -119,5 +119,57 @@ TEST_CASE("the search benchmark on a cut of the recording: every method, figures
   }
 }
 
+TEST_CASE("the tune benchmark: seeded and unseeded tunes over two shapes, figures that add up",
+          "[bench][tune]") {
+  const std::filesystem::path script = test::SourceDir() / "scripts" / "tune-bench.py";
+  if (!std::filesystem::exists("/usr/bin/python3")) {
+    WARN("skipped: scripts/tune-bench.py runs on /usr/bin/python3, which is not here");
+    return;
+  }
+  test::TempDir dir;
+  // One H100 landscape under two shapes' headers: the second shape's best is the first's, so
+  // the elites that open the seeded run are what it looks for.
+  const auto first = test::H100RecordingAs(dir.path(), 512, 0);
+  const auto second = test::H100RecordingAs(dir.path(), 1024, 1);
+  const auto json_path = dir.path() / "tune.json";
+  const test::CommandResult result =
+      test::RunProgram(script,
+                       {"--evo", test::EvoBinary().string(), "--seeds", "2", "--cap", "24",
+                        "--json", json_path.string(), first.string(), second.string()},
+                       dir.path());
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("seeded (first: nothing before it)") != std::string::npos);
+  CHECK(result.out.find("unseeded") != std::string::npos);
+  const nlohmann::json report = nlohmann::json::parse(*TryReadFile(json_path));
+  REQUIRE(report["shapes"].size() == 2);
+  for (const auto& shape : report["shapes"]) {
+    for (const char* mode : {"seeded", "unseeded"}) {
+      REQUIRE(shape[mode]["hits"].size() == 2);
+      for (const auto& hit : shape[mode]["hits"]) {
+        if (!hit.is_null()) CHECK((hit.get<int>() >= 1 && hit.get<int>() <= 24));
+      }
+    }
+  }
+  // Nothing precedes the first shape: both modes run it alike.
+  CHECK(report["shapes"][0]["seeded"]["hits"] == report["shapes"][0]["unseeded"]["hits"]);
+  // The first run found the best (the template's starting points are in both), so the seeded
+  // second run has it among the elites of its first generation.
+  for (const auto& hit : report["shapes"][0]["seeded"]["hits"]) REQUIRE(!hit.is_null());
+  for (const auto& hit : report["shapes"][1]["seeded"]["hits"]) {
+    REQUIRE(!hit.is_null());
+    CHECK(hit.get<int>() <= 16);
+  }
+
+  // Recordings of other templates cannot seed each other: refused by name.
+  const test::CommandResult mixed = test::RunProgram(
+      script,
+      {"--evo", test::EvoBinary().string(), first.string(),
+       (test::SourceDir() / "tests" / "data" / "sdpa_fp8_h100_2x8x4096x128_qfp8.jsonl").string()},
+      dir.path());
+  CHECK(mixed.exit_code == 2);
+  CHECK(mixed.err.find("several templates") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace evo
