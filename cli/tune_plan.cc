@@ -269,6 +269,11 @@ std::vector<KnobSettings> SeedStartingPoints(const Manifest& manifest, const Pro
         ++differing;
       }
     }
+    // Only runs compiled alike seed each other: an elite of another D, causality or dtype is
+    // another kernel's optimum, and on the H100 recordings such seeds cost candidates
+    // (scripts/tune-bench.py: 69.5 against 47.5 for a causal shape opened with non-causal
+    // elites, 33 against 18.5 for D=128 opened with D=64 ones; medians of 10 seeds).
+    if (differing > 0) continue;
     const int64_t distance = ShapeDistance(problem, before[task].problem);
     for (size_t rank = 0; rank < before[task].elite.size(); ++rank) {
       ranked.emplace_back(differing, distance, task, rank,

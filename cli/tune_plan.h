@@ -62,9 +62,10 @@ struct TunedBefore {
 };
 
 // Starting points for a new run of `problem` from the elites of earlier tasks of the same
-// template: their configurations ordered by how near their problem is (the same compile-time
-// parameters first, then the fewest half-octaves between S_q, S_kv, B*H and H/H_kv, as the
-// dispatch rule measures), then by rank, each once, at most `limit`.
+// template with the same compile-time problem parameters (D, causality, dtypes): their
+// configurations ordered by how near their problem is (the fewest half-octaves between S_q,
+// S_kv, B*H and H/H_kv, as the dispatch rule measures), then by rank, each once, at most
+// `limit`.
 std::vector<KnobSettings> SeedStartingPoints(const Manifest& manifest, const Problem& problem,
                                              const std::vector<TunedBefore>& before, size_t limit);
 

@@ -136,6 +136,9 @@ def main():
     if len(templates) != 1:
         parser.error(f"the recordings are of several templates ({', '.join(sorted(templates))}); "
                      "evo tune seeds a shape from the shapes of its own template")
+    shapes = [shape_argument(l.header)[0] for l in landscapes]
+    if len(set(shapes)) != len(shapes):
+        parser.error("two recordings are of one shape; evo tune makes one run per shape")
     extras = {json.dumps(shape_argument(l.header)[1], sort_keys=True) for l in landscapes}
     if len(extras) != 1:
         parser.error("the recordings differ in problem parameters beyond the shape, which evo tune "
