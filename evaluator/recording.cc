@@ -136,6 +136,20 @@ Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail)
   return recording;
 }
 
+RecordingHeader ReadRecordingHeader(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read recording '" + path.string() + "'");
+  std::string line;
+  if (!std::getline(in, line) || line.empty()) {
+    throw Error("recording '" + path.string() + "' is empty");
+  }
+  try {
+    return HeaderFromJson(nlohmann::json::parse(line));
+  } catch (const std::exception& error) {
+    throw Error("recording '" + path.string() + "', line 1: " + error.what());
+  }
+}
+
 RecordingWriter::RecordingWriter(const std::filesystem::path& path, const RecordingHeader& header)
     : path_(path) {
   if (std::filesystem::exists(path) && std::filesystem::file_size(path) > 0) {

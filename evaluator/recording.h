@@ -38,6 +38,9 @@ struct Recording {
 // sweep killed while writing) is ignored when `allow_torn_tail`.
 Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail = false);
 
+// The header line alone (what task a recording measured), without reading its configurations.
+RecordingHeader ReadRecordingHeader(const std::filesystem::path& path);
+
 // Appends to a recording, each line flushed and synced, so a killed sweep loses at most the
 // configuration it was writing and can continue where it stopped.
 class RecordingWriter {

@@ -148,6 +148,38 @@ TEST_CASE("evo run refuses to resume a run measured on another GPU unless forced
   CHECK(RunEvo(forced, dir.path()).exit_code == 0);
 }
 
+TEST_CASE("evo run --replay FILE alone searches the task the recording measured", "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const auto fp8 = test::SourceDir() / "tests" / "data" / "sdpa_fp8_h100_2x8x4096x128_qfp8.jsonl";
+  const auto run =
+      RunEvo({"run", "--replay", fp8.string(), "--db", db.string(), "--budget", "8", "--seed", "1"},
+             dir.path());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  {
+    PopulationStore store(db, PopulationStore::Access::kReadOnly);
+    const std::vector<RunRecord> runs = store.Runs();
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].spec.template_name == "sdpa_fp8");
+    CHECK(runs[0].spec.problem.at("Q_FP8") == 1);
+    CHECK(runs[0].spec.problem.at("S_q") == 4096);
+    CHECK(runs[0].spec.problem.at("D") == 128);
+  }
+  // Run again: the same task, so the finished run is found rather than a new one made.
+  const auto again =
+      RunEvo({"run", "--replay", fp8.string(), "--db", db.string(), "--budget", "8", "--seed", "1"},
+             dir.path());
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("run 1 of this task is finished") != std::string::npos);
+  // A task given on the command line is still checked against the recording's.
+  const auto other = RunEvo({"run", "--replay", fp8.string(), "--db", db.string(), "--template",
+                             "sdpa_fp8", "--shape", "2,8,2048,128", "--problem", "Q_FP8=1"},
+                            dir.path());
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("is of sdpa_fp8 at") != std::string::npos);
+}
+
 TEST_CASE("evo run: bad input gets a clear error and leaves the database alone", "[cli][run]") {
   test::TempDir dir;
   const auto not_db = dir.path() / "notes.db";
