@@ -146,6 +146,8 @@ std::function<int()> SetupShow(CLI::App& app, const GlobalOptions& global) {
   CLI::App* elite = app.add_subcommand("elite", "a run's Top-K elite with its figures");
   CLI::App* candidate =
       app.add_subcommand("candidate", "one candidate: genome, status, every figure, parents");
+  // --db and --json may come before what is shown (show's own) or after it (the subcommand's).
+  AddDbOption(app, *options);
   for (CLI::App* sub : {runs, elite, candidate}) {
     AddDbOption(*sub, *options);
     sub->callback([what, sub] { *what = sub->get_name(); });

@@ -59,6 +59,13 @@ TEST_CASE("evo run replays a search into the database and evo show reads it back
   const auto runs = RunEvo({"show", "runs", "--db", db.string()}, dir.path());
   CHECK(runs.exit_code == 0);
   CHECK(runs.out.find("finished  budget reached") != std::string::npos);
+  // --db and --json before what is shown read the same.
+  const auto before = RunEvo({"show", "--db", db.string(), "runs"}, dir.path());
+  CHECK(before.exit_code == 0);
+  CHECK(before.out == runs.out);
+  const auto elite_before = RunEvo({"show", "--json", "--db", db.string(), "elite"}, dir.path());
+  CHECK(elite_before.exit_code == 0);
+  CHECK(elite_before.out == elite.out);
 
   const auto candidate =
       RunEvo({"show", "candidate", std::to_string(best), "--db", db.string(), "--log"}, dir.path());
