@@ -1,7 +1,5 @@
 #include "cli/command_support.h"
 
-#include <algorithm>
-
 #include "common/error.h"
 
 namespace evo::cli {
@@ -13,10 +11,8 @@ TemplateLibrary LoadLibrary(const GlobalOptions& global) {
 }
 
 const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpec& spec) {
-  const auto known =
-      std::find_if(library.templates().begin(), library.templates().end(),
-                   [&](const KernelTemplate& t) { return t.manifest.name == spec.template_name; });
-  if (known == library.templates().end()) {
+  const KernelTemplate* known = library.TryFind(spec.template_name);
+  if (known == nullptr) {
     // A user's template is found only where --templates points, for every command alike.
     throw Error("the run searched template '" + spec.template_name +
                 "', which is not among the templates this evo loaded; pass its folder with "

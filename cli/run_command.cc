@@ -5,7 +5,6 @@
 #include <csignal>
 #include <iostream>
 #include <memory>
-#include <random>
 
 #include "cli/commands.h"
 #include "cli/search_commands.h"
@@ -49,13 +48,7 @@ Problem TaskProblem(const Manifest& manifest, const TaskOptions& options) {
 struct RunOptions {
   TaskOptions task;
   std::string db = "runs/evo.db";
-  int elite = 3;
-  int64_t budget = 100;
-  uint64_t seed = 0;
-  int generation_size = 16;
-  int patience = 0;
-  std::string time_limit;
-  double slow_factor = 3.0;
+  SearchSettings search;
   int64_t resume = 0;
   bool fresh = false;
   bool force = false;
@@ -110,7 +103,7 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
           continue;
         }
         const bool extendable = candidate.state == RunState::kFinished && budget_given &&
-                                options->budget > candidate.spec.budget;
+                                options->search.budget > candidate.spec.budget;
         if (candidate.state != RunState::kFinished || extendable) run = candidate;
       }
       if (!run) {
@@ -118,7 +111,7 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
         // is reported rather than silently repeated.
         for (const RunRecord& candidate : store.Runs()) {
           if (candidate.spec.template_name == manifest.name && candidate.spec.problem == problem &&
-              (!budget_given || options->budget <= candidate.spec.budget)) {
+              (!budget_given || options->search.budget <= candidate.spec.budget)) {
             run = candidate;
           }
         }
@@ -139,22 +132,22 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
 
     if (run) {
       CheckResumable(*run, identity, options->force);
-      if (app.count("--seed") > 0 && options->seed != run->spec.seed) {
+      if (app.count("--seed") > 0 && options->search.seed != run->spec.seed) {
         throw Error("run " + std::to_string(run->id) + " is seeded with " +
                     std::to_string(run->spec.seed) + "; drop --seed to resume it");
       }
-      if (app.count("--elite") > 0 && options->elite != run->spec.elite_size) {
+      if (app.count("--elite") > 0 && options->search.elite != run->spec.elite_size) {
         throw Error("run " + std::to_string(run->id) + " keeps an elite of " +
                     std::to_string(run->spec.elite_size) + "; drop --elite to resume it");
       }
       if (budget_given) {
-        if (options->budget < run->spec.budget) {
+        if (options->search.budget < run->spec.budget) {
           throw Error("run " + std::to_string(run->id) + " has a budget of " +
                       std::to_string(run->spec.budget) + "; a resume can raise it, not lower it");
         }
-        store.SetRunBudget(run->id, options->budget);
+        store.SetRunBudget(run->id, options->search.budget);
       }
-      if (app.count("--patience") > 0) store.SetRunPatience(run->id, options->patience);
+      if (app.count("--patience") > 0) store.SetRunPatience(run->id, options->search.patience);
       run = store.FindRun(run->id);
       std::cerr << "evo: resuming run " << run->id << ": " << run->finished_candidates << " of "
                 << run->spec.budget << " evaluated";
@@ -163,21 +156,8 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
       }
       std::cerr << "\n";
     } else {
-      RunSpec spec;
-      spec.template_name = manifest.name;
-      spec.template_hash = identity.template_hash;
-      spec.problem = problem;
-      spec.arch = identity.arch;
-      spec.device = identity.device;
-      spec.evaluator = identity.evaluator;
-      spec.driver_version = identity.driver_version;
-      spec.nvrtc_version = identity.nvrtc_version;
-      spec.evo_version = EVO_VERSION;
-      spec.seed = app.count("--seed") > 0 ? options->seed : std::random_device{}();
-      spec.budget = options->budget;
-      spec.elite_size = options->elite;
-      spec.generation_size = options->generation_size;
-      spec.patience = options->patience;
+      const RunSpec spec =
+          NewRunSpec(manifest, problem, identity, options->search, app.count("--seed") > 0);
       run = store.FindRun(store.CreateRun(spec));
     }
     std::cerr << "evo: " << RunHeadline(*run);
@@ -186,11 +166,7 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     }
     std::cerr << "\n";
 
-    SearchOptions search_options;
-    search_options.slow_factor = options->slow_factor;
-    if (!options->time_limit.empty()) {
-      search_options.time_limit = ParseDuration(options->time_limit, "--time-limit");
-    }
+    const SearchOptions search_options = StoppingOptions(options->search);
     // A replay searches what its recording measured (each knob's domain cut to the values it
     // holds).
     Manifest searched = setup->replay ? setup->replay->RecordedSpace(manifest) : manifest;
@@ -250,27 +226,8 @@ std::function<int()> SetupRun(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<RunOptions>();
   AddTaskOptions(app, options->task, true);
   app.add_option("--db", options->db, "the population database")->capture_default_str();
-  app.add_option("--elite", options->elite, "size K of the Top-K elite")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  app.add_option("--budget", options->budget,
-                 "candidates that reach the gates, counted across resumes")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--seed", options->seed, "random seed (default: drawn, and stored with the run)");
-  app.add_option("--generation-size", options->generation_size, "candidates per generation")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--patience", options->patience,
-                 "stop after this many generations without improvement (0: never)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--time-limit", options->time_limit,
-                 "stop after this long (90s, 15m, 2h); the run can be resumed");
-  app.add_option("--slow-factor", options->slow_factor,
-                 "a measurement this many times the best is `slow`")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 1000.0));
+  AddSearchSettings(app, options->search, false,
+                    "candidates that reach the gates, counted across resumes");
   app.add_option("--resume", options->resume, "continue this run id")->check(CLI::PositiveNumber);
   app.add_flag("--new", options->fresh, "start a new run even if one of this task can continue");
   app.add_flag("--force", options->force,

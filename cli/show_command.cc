@@ -56,18 +56,6 @@ CandidateRecord SelectCandidate(PopulationStore& store, int64_t id) {
   return *candidate;
 }
 
-const char* ScratchZeroName(ScratchZero zero) {
-  switch (zero) {
-    case ScratchZero::kNever:
-      return "never";
-    case ScratchZero::kOnce:
-      return "once";
-    case ScratchZero::kEachCall:
-      return "each_call";
-  }
-  return "never";
-}
-
 void AddDbOption(CLI::App& app, ShowOptions& options) {
   app.add_option("--db", options.db, "the population database")->capture_default_str();
   app.add_flag("--json", options.json, "print JSON");

@@ -1,5 +1,7 @@
 #include "cli/task_setup.h"
 
+#include <random>
+
 #include "common/error.h"
 #include "evaluator/cuda_driver.h"
 
@@ -22,6 +24,65 @@ void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_rep
                    "time a replayed evaluation takes (to give replays a GPU's pace)")
         ->check(CLI::NonNegativeNumber);
   }
+}
+
+void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of_a_set,
+                       const std::string& budget_help) {
+  const std::string run = each_run_of_a_set ? "each run" : "the run";
+  app.add_option(
+         "--elite", settings.elite,
+         std::string("size K of ") + (each_run_of_a_set ? "each run's" : "the") + " Top-K elite")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--budget", settings.budget, budget_help)
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--seed", settings.seed,
+                 each_run_of_a_set ? "random seed of every run (default: drawn per run)"
+                                   : "random seed (default: drawn, and stored with the run)");
+  app.add_option("--generation-size", settings.generation_size, "candidates per generation")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--patience", settings.patience,
+                 "stop " + run + " after this many generations without improvement (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--time-limit", settings.time_limit,
+                 "stop " + run + " after this long (90s, 15m, 2h); the run can be resumed");
+  app.add_option("--slow-factor", settings.slow_factor,
+                 "a measurement this many times the best is `slow`")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1000.0));
+}
+
+RunSpec NewRunSpec(const Manifest& manifest, const Problem& problem,
+                   const EvaluatorIdentity& identity, const SearchSettings& settings,
+                   bool seed_given) {
+  RunSpec spec;
+  spec.template_name = manifest.name;
+  spec.template_hash = identity.template_hash;
+  spec.problem = problem;
+  spec.arch = identity.arch;
+  spec.device = identity.device;
+  spec.evaluator = identity.evaluator;
+  spec.driver_version = identity.driver_version;
+  spec.nvrtc_version = identity.nvrtc_version;
+  spec.evo_version = EVO_VERSION;
+  spec.seed = seed_given ? settings.seed : std::random_device{}();
+  spec.budget = settings.budget;
+  spec.elite_size = settings.elite;
+  spec.generation_size = settings.generation_size;
+  spec.patience = settings.patience;
+  return spec;
+}
+
+SearchOptions StoppingOptions(const SearchSettings& settings) {
+  SearchOptions options;
+  options.slow_factor = settings.slow_factor;
+  if (!settings.time_limit.empty()) {
+    options.time_limit = ParseDuration(settings.time_limit, "--time-limit");
+  }
+  return options;
 }
 
 std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,

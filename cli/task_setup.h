@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/command_support.h"
+#include "engine/search.h"
 #include "evaluator/candidate_evaluator.h"
 #include "evaluator/compile_cache.h"
 #include "evaluator/gpu_pipeline.h"
@@ -34,6 +35,31 @@ struct EvaluatorOptions {
 // --gpu, --cache-dir, --no-cache, --jobs, --allow-spills, --flush-l2, --deadline-ms and, with
 // `with_replay`, --replay and --replay-delay-ms.
 void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_replay);
+
+// How runs search, set alike by `evo run` (its run) and `evo tune` (each run of the set).
+struct SearchSettings {
+  int elite = 3;
+  int64_t budget = 100;
+  uint64_t seed = 0;
+  int generation_size = 16;
+  int patience = 0;
+  std::string time_limit;
+  double slow_factor = 3.0;
+};
+
+// --elite, --budget, --seed, --generation-size, --patience, --time-limit and --slow-factor; the
+// help speaks of each run of a set where `each_run_of_a_set`. `budget_help` differs most.
+void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of_a_set,
+                       const std::string& budget_help);
+
+// The spec of a new run of `problem`, measured by `identity`, with the settings; its seed is
+// drawn when `seed_given` is false.
+RunSpec NewRunSpec(const Manifest& manifest, const Problem& problem,
+                   const EvaluatorIdentity& identity, const SearchSettings& settings,
+                   bool seed_given);
+
+// The engine's stopping figures from the settings (--slow-factor, --time-limit).
+SearchOptions StoppingOptions(const SearchSettings& settings);
 
 // An evaluator with everything it borrows.
 struct EvaluatorSetup {

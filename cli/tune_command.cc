@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <iostream>
-#include <random>
 
 #include "cli/commands.h"
 #include "cli/search_commands.h"
@@ -28,13 +27,7 @@ struct TuneOptions {
   EvaluatorOptions evaluator;
   std::vector<std::string> replays;
   std::string db = "runs/tune.db";
-  int elite = 3;
-  int64_t budget = 100;
-  uint64_t seed = 0;
-  int generation_size = 16;
-  int patience = 0;
-  std::string time_limit;
-  double slow_factor = 3.0;
+  SearchSettings search;
   bool force = false;
   bool no_seed_elites = false;
   bool list = false;
@@ -134,22 +127,18 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
     std::vector<TaskRun> task_runs;
     int64_t set_budget = 0;
     for (const TuneTask& task : plan.tasks) {
-      task_runs.push_back(FindTaskRun(store, task, budget_given ? options->budget : 0));
+      task_runs.push_back(FindTaskRun(store, task, budget_given ? options->search.budget : 0));
       const TaskRun& found = task_runs.back();
-      set_budget +=
-          found.run ? std::max(found.run->spec.budget, budget_given ? options->budget : int64_t{0})
-                    : options->budget;
+      set_budget += found.run ? std::max(found.run->spec.budget,
+                                         budget_given ? options->search.budget : int64_t{0})
+                              : options->search.budget;
     }
     std::cerr << fmt::format(
         "evo: tuning {} runs ({} shapes x {} templates) into {}, {} "
         "candidates in all\n",
         plan.tasks.size(), shapes.size(), options->templates.size(), options->db, set_budget);
 
-    SearchOptions search_options;
-    search_options.slow_factor = options->slow_factor;
-    if (!options->time_limit.empty()) {
-      search_options.time_limit = ParseDuration(options->time_limit, "--time-limit");
-    }
+    const SearchOptions search_options = StoppingOptions(options->search);
     const bool live = isatty(STDERR_FILENO) != 0;
     const StopOnSignals signals;
     int64_t set_done = 0;  // candidates of the tasks before the current one
@@ -175,8 +164,8 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
       std::string note;
       if (run) {
         CheckResumable(*run, identity, options->force);
-        if (budget_given && options->budget > run->spec.budget) {
-          store.SetRunBudget(run->id, options->budget);
+        if (budget_given && options->search.budget > run->spec.budget) {
+          store.SetRunBudget(run->id, options->search.budget);
         }
         run = store.FindRun(run->id);
       } else {
@@ -190,28 +179,15 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
             const std::optional<RunRecord> earlier = FindTaskRun(store, plan.tasks[j], 0).run;
             if (earlier) before.push_back({plan.tasks[j].problem, store.Elite(earlier->id)});
           }
-          const std::vector<KnobSettings> seeds =
-              SeedStartingPoints(searched, task.problem, before,
-                                 static_cast<size_t>(std::max(1, options->generation_size / 2)));
+          const std::vector<KnobSettings> seeds = SeedStartingPoints(
+              searched, task.problem, before,
+              static_cast<size_t>(std::max(1, options->search.generation_size / 2)));
           searched.starting_points.insert(searched.starting_points.begin(), seeds.begin(),
                                           seeds.end());
           if (!seeds.empty()) note = fmt::format(" (seeded with {} elites)", seeds.size());
         }
-        RunSpec spec;
-        spec.template_name = manifest.name;
-        spec.template_hash = identity.template_hash;
-        spec.problem = task.problem;
-        spec.arch = identity.arch;
-        spec.device = identity.device;
-        spec.evaluator = identity.evaluator;
-        spec.driver_version = identity.driver_version;
-        spec.nvrtc_version = identity.nvrtc_version;
-        spec.evo_version = EVO_VERSION;
-        spec.seed = app.count("--seed") > 0 ? options->seed : std::random_device{}();
-        spec.budget = options->budget;
-        spec.elite_size = options->elite;
-        spec.generation_size = options->generation_size;
-        spec.patience = options->patience;
+        const RunSpec spec =
+            NewRunSpec(manifest, task.problem, identity, options->search, app.count("--seed") > 0);
         run = store.FindRun(store.CreateRun(spec));
       }
 
@@ -279,27 +255,9 @@ std::function<int()> SetupTune(CLI::App& app, const GlobalOptions& global) {
                  "time a replayed evaluation takes")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--db", options->db, "the population database of the set")->capture_default_str();
-  app.add_option("--elite", options->elite, "size K of each run's Top-K elite")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  app.add_option("--budget", options->budget,
-                 "candidates per shape that reach the gates; a larger one extends finished runs")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--seed", options->seed, "random seed of every run (default: drawn per run)");
-  app.add_option("--generation-size", options->generation_size, "candidates per generation")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
-  app.add_option("--patience", options->patience,
-                 "stop a run after this many generations without improvement (0: never)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--time-limit", options->time_limit,
-                 "stop each run after this long (90s, 15m, 2h); the run can be resumed");
-  app.add_option("--slow-factor", options->slow_factor,
-                 "a measurement this many times the best is `slow`")
-      ->capture_default_str()
-      ->check(CLI::Range(1.0, 1000.0));
+  AddSearchSettings(
+      app, options->search, true,
+      "candidates per shape that reach the gates; a larger one extends finished runs");
   app.add_flag("--force", options->force,
                "continue runs measured on another GPU, evaluator or template version");
   app.add_flag("--no-seed-elites", options->no_seed_elites,

@@ -26,18 +26,6 @@ const std::map<std::string, std::string, std::less<>> kRoles = {{"Q", "q"},
                                                                 {"K_scale", "k_scale"},
                                                                 {"V_scale", "v_scale"}};
 
-const char* ScratchZeroName(ScratchZero zero) {
-  switch (zero) {
-    case ScratchZero::kNever:
-      return "never";
-    case ScratchZero::kOnce:
-      return "once";
-    case ScratchZero::kEachCall:
-      return "each_call";
-  }
-  return "never";
-}
-
 // Folds expressions over what the compile fixed and checks that only run-time names remain.
 class Folder {
  public:

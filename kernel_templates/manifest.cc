@@ -564,6 +564,18 @@ Tolerance ReadTolerance(const ManifestReader& reader, const Json& object,
 
 }  // namespace
 
+const char* ScratchZeroName(ScratchZero zero) {
+  switch (zero) {
+    case ScratchZero::kNever:
+      return "never";
+    case ScratchZero::kOnce:
+      return "once";
+    case ScratchZero::kEachCall:
+      return "each_call";
+  }
+  return "never";
+}
+
 const char* KernelArgSpec::KindName(Kind kind) {
   switch (kind) {
     case Kind::kInput:

@@ -74,6 +74,8 @@ enum class ScratchZero {
               // counters), which the correctness gate checks
   kEachCall,  // zeroed before every call, as part of the call (timed with it)
 };
+// As a manifest writes it: "never", "once" or "each_call".
+const char* ScratchZeroName(ScratchZero zero);
 
 struct KernelArgSpec {
   // Scratch: device memory the kernels of one call share (partial outputs, counters), neither

@@ -270,10 +270,15 @@ void TemplateLibrary::Add(KernelTemplate kernel_template, bool replace_embedded)
   *same_name = std::move(kernel_template);
 }
 
-const KernelTemplate& TemplateLibrary::Find(std::string_view name) const {
+const KernelTemplate* TemplateLibrary::TryFind(std::string_view name) const {
   for (const KernelTemplate& known : templates_) {
-    if (known.manifest.name == name) return known;
+    if (known.manifest.name == name) return &known;
   }
+  return nullptr;
+}
+
+const KernelTemplate& TemplateLibrary::Find(std::string_view name) const {
+  if (const KernelTemplate* known = TryFind(name)) return *known;
   std::string names;
   for (const KernelTemplate& known : templates_) {
     names += (names.empty() ? "" : ", ") + known.manifest.name;

@@ -63,6 +63,8 @@ class TemplateLibrary {
 
   // Throws evo::Error naming the known templates when there is none of that name.
   const KernelTemplate& Find(std::string_view name) const;
+  // Null when there is none of that name.
+  const KernelTemplate* TryFind(std::string_view name) const;
   const std::vector<KernelTemplate>& templates() const { return templates_; }
 
  private:

@@ -113,24 +113,30 @@ class Landscape:
         return sum(1 for t in self.configs.values() if t is not None and t <= self.best * (1 + fraction))
 
 
+def run_and_read(command, db, queries):
+    """Runs an evo command that writes the database `db`, returns the rows of each query on it,
+    and removes the database."""
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
+    connection = sqlite3.connect(db)
+    try:
+        return [connection.execute(query).fetchall() for query in queries]
+    finally:
+        connection.close()
+        for suffix in ("", "-wal", "-shm", ".lock"):
+            if os.path.exists(db + suffix):
+                os.remove(db + suffix)
+
+
 def run_evo(landscape, evo, seed, cap, starting_points, workdir):
     db = os.path.join(workdir, f"evo-{'sp' if starting_points else 'nosp'}-{seed}.db")
     command = [evo, "run", "--replay", landscape.path, "--budget", str(cap), "--seed", str(seed),
                "--db", db, "--new"] + task_arguments(landscape.header)
     if not starting_points:
         command.append("--no-starting-points")
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
-    connection = sqlite3.connect(db)
-    try:
-        rows = connection.execute(
-            "SELECT genome, status FROM candidates WHERE state = 'finished' ORDER BY id").fetchall()
-    finally:
-        connection.close()
-    for suffix in ("", "-wal", "-shm", ".lock"):
-        if os.path.exists(db + suffix):
-            os.remove(db + suffix)
+    (rows,) = run_and_read(
+        command, db, ["SELECT genome, status FROM candidates WHERE state = 'finished' ORDER BY id"])
     trace = []
     for genome_text, status in rows:
         if status == "invalid":  # not a candidate by evo's budget

@@ -21,9 +21,7 @@ import importlib.util
 import json
 import os
 import shutil
-import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -69,20 +67,10 @@ def run_tune(landscapes, evo, seed, cap, seeded, workdir):
         command += ["--problem", f"{name}={value}"]
     if not seeded:
         command.append("--no-seed-elites")
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
-    connection = sqlite3.connect(db)
-    try:
-        rows = connection.execute(
-            "SELECT run_id, genome, status FROM candidates WHERE state = 'finished' "
-            "ORDER BY id").fetchall()
-        runs = [r[0] for r in connection.execute("SELECT id FROM runs ORDER BY id").fetchall()]
-    finally:
-        connection.close()
-    for suffix in ("", "-wal", "-shm", ".lock"):
-        if os.path.exists(db + suffix):
-            os.remove(db + suffix)
+    rows, run_rows = bench.run_and_read(command, db, [
+        "SELECT run_id, genome, status FROM candidates WHERE state = 'finished' ORDER BY id",
+        "SELECT id FROM runs ORDER BY id"])
+    runs = [r[0] for r in run_rows]
     if len(runs) != len(landscapes):
         raise RuntimeError(f"evo tune made {len(runs)} runs for {len(landscapes)} shapes")
     traces = {run: [] for run in runs}
@@ -190,7 +178,7 @@ def main():
     for r in rows:
         print("  " + "  ".join(str(c).ljust(w) if i < 3 else str(c).rjust(w)
                                for i, (c, w) in enumerate(zip(r, widths))))
-    later = [e for e in figures[1:]]
+    later = figures[1:]
     saved = [e["unseeded"]["median"] - e["seeded"]["median"] for e in later
              if e["seeded"]["median"] != float("inf") and e["unseeded"]["median"] != float("inf")]
     if saved:
