@@ -31,39 +31,39 @@ __device__ __forceinline__ float evo_normal(unsigned long long seed, unsigned lo
 }
 
 extern "C" __global__ void evo_fill_normal_f16(unsigned short* out, unsigned long long n,
-                                               unsigned long long seed, float stddev) {
+                                               unsigned long long seed) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) {
     unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(stddev * evo_normal(seed, i)));
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(evo_normal(seed, i)));
     out[i] = h;
   }
 }
 
 // Round to nearest even into bf16 (the upper half of an fp32).
 extern "C" __global__ void evo_fill_normal_bf16(unsigned short* out, unsigned long long n,
-                                                unsigned long long seed, float stddev) {
+                                                unsigned long long seed) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) {
-    const unsigned bits = __float_as_uint(stddev * evo_normal(seed, i));
+    const unsigned bits = __float_as_uint(evo_normal(seed, i));
     out[i] = (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
   }
 }
 
 extern "C" __global__ void evo_fill_normal_f32(float* out, unsigned long long n,
-                                               unsigned long long seed, float stddev) {
+                                               unsigned long long seed) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) {
-    out[i] = stddev * evo_normal(seed, i);
+    out[i] = evo_normal(seed, i);
   }
 }
 
 // N(0,1) rounded to FP8 E4M3 (evo_f32_to_e4m3, shared with the host tests).
 extern "C" __global__ void evo_fill_normal_fp8e4m3(unsigned char* out, unsigned long long n,
-                                                   unsigned long long seed, float stddev) {
+                                                   unsigned long long seed) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) {
-    out[i] = evo_f32_to_e4m3(stddev * evo_normal(seed, i));
+    out[i] = evo_f32_to_e4m3(evo_normal(seed, i));
   }
 }
 
@@ -292,20 +292,19 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
 }
 
 void DeviceKernels::FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
-                               uint64_t seed, const Stream& stream, double stddev) const {
+                               uint64_t seed, const Stream& stream) const {
   CheckDtype(dtype, true);
   const CUfunction fill = dtype == "f16"    ? fill_normal_f16_
                           : dtype == "bf16" ? fill_normal_bf16_
                           : dtype == "f32"  ? fill_normal_f32_
                                             : fill_normal_fp8e4m3_;
-  auto scale = static_cast<float>(stddev);
-  LaunchFill(fill, memory, elements, seed, {&scale}, stream);
+  LaunchFill(fill, memory, elements, seed, {}, stream);
 }
 
-void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream,
-                              double stddev) const {
+void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed,
+                              const Stream& stream) const {
   if (!tensor.uniform) {
-    FillNormal(tensor.data(), tensor.dtype, tensor.elements, seed, stream, stddev);
+    FillNormal(tensor.data(), tensor.dtype, tensor.elements, seed, stream);
     return;
   }
   if (tensor.dtype != "f32") {

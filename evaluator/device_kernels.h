@@ -32,14 +32,12 @@ class DeviceKernels {
  public:
   DeviceKernels(Compiler& compiler, const std::string& arch);
 
-  // Fills `elements` values of dtype "f16", "bf16", "f32" or "fp8e4m3" at `memory` with
-  // N(0, stddev^2) draws (rounded to nearest even in the dtype).
+  // Fills `elements` values of dtype "f16", "f32" or "fp8e4m3" at `memory` with N(0,1) draws
+  // (rounded to nearest even in the dtype).
   void FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
-                  uint64_t seed, const Stream& stream, double stddev = 1.0) const;
-  // An input as its manifest asks: N(0, stddev^2), or uniform in [lo, hi) where it says
-  // "uniform" (stddev does not apply).
-  void FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream,
-                 double stddev = 1.0) const;
+                  uint64_t seed, const Stream& stream) const;
+  // An input as its manifest asks: N(0,1), or uniform in [lo, hi) where it says "uniform".
+  void FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream) const;
   // Writes NaN into every element, so that an element the kernel never writes fails the gate.
   void PoisonWithNaN(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
                      const Stream& stream) const;

@@ -69,7 +69,7 @@ void FillInputs(const DeviceKernels& kernels, const Manifest& manifest, const Bi
   for (DeviceTensor* input : args.Inputs()) {
     kernels.FillInput(*input,
                       InputSeed(problem_index, seed, InputIndex(manifest, bindings, input->name)),
-                      stream, manifest.correctness.InputScale(seed));
+                      stream);
   }
 }
 

@@ -9,9 +9,6 @@ std::string ReferenceKey(const KernelTemplate& kernel_template, const Problem& c
   const Manifest& manifest = kernel_template.manifest;
   std::string key = manifest.name + "\n" + kernel_template.source_hash + "\n" + arch.name + "\n" +
                     std::to_string(problem_index) + "\n" + std::to_string(seed) + "\n";
-  if (manifest.correctness.InputScale(seed) != 1.0) {
-    key += "N(0," + std::to_string(manifest.correctness.InputScale(seed)) + ")\n";
-  }
   for (const auto& [name, value] : check_problem) key += name + "=" + std::to_string(value) + ";";
   key += "\n";
   // The reference reads problem parameters and the arch's limits only, never knobs.

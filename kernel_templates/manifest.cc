@@ -733,28 +733,10 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   }
 
   const Json& correctness = reader.Member(root, "manifest", "correctness");
-  reader.CheckKeys(correctness, "correctness",
-                   {"seeds", "input_scales", "atol", "rtol", "overrides", "problems"});
+  reader.CheckKeys(correctness, "correctness", {"seeds", "atol", "rtol", "overrides", "problems"});
   CorrectnessSpec& spec = manifest.correctness;
   spec.seeds = static_cast<int>(reader.Integer(correctness, "correctness", "seeds"));
   if (spec.seeds < 1) reader.Fail("correctness.seeds", "expected at least 1");
-  if (correctness.contains("input_scales")) {
-    const Json& scales = reader.Array(correctness, "correctness", "input_scales");
-    if (scales.size() != static_cast<size_t>(spec.seeds)) {
-      reader.Fail("correctness.input_scales", "expected one standard deviation per seed (" +
-                                                  std::to_string(spec.seeds) + "), got " +
-                                                  std::to_string(scales.size()));
-    }
-    for (size_t i = 0; i < scales.size(); ++i) {
-      const std::string field = "correctness.input_scales[" + std::to_string(i) + "]";
-      // Past a few dozen, fp16 inputs and their products overflow.
-      if (!scales[i].is_number() || !(scales[i].get<double>() > 0) ||
-          !(scales[i].get<double>() <= 64)) {
-        reader.Fail(field, "expected a standard deviation in (0, 64]");
-      }
-      spec.input_scales.push_back(scales[i].get<double>());
-    }
-  }
   spec.tolerance = ReadTolerance(reader, correctness, "correctness");
   if (correctness.contains("overrides")) {
     const Json& overrides = reader.Array(correctness, "correctness", "overrides");

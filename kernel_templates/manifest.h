@@ -146,11 +146,6 @@ struct ToleranceOverride {
 // with `seeds` fresh random inputs, against `tolerance` or the first override that applies.
 struct CorrectnessSpec {
   int seeds = 3;
-  // Per seed, the standard deviation of the inputs' normal fills (uniform fills keep their
-  // range); empty: 1 for every seed. A seed of wider inputs has peaked softmax rows whose maxima
-  // jump along the keys, which N(0, 1) data hardly ever does: the path of an online softmax
-  // that rescales what it accumulated is only checked by such a seed.
-  std::vector<double> input_scales;
   Tolerance tolerance;
   std::vector<ToleranceOverride> overrides;
   std::vector<std::vector<std::pair<std::string, Expression>>> problems;
@@ -158,9 +153,6 @@ struct CorrectnessSpec {
   // The tolerance of the first override whose `when` holds for these bindings (a candidate's
   // knobs and problem), else the default.
   const Tolerance& ToleranceFor(const Bindings& bindings) const;
-  double InputScale(int seed) const {
-    return input_scales.empty() ? 1.0 : input_scales[static_cast<size_t>(seed)];
-  }
 };
 
 // Some knobs set to values of their domains (a starting point names only the knobs it fixes).

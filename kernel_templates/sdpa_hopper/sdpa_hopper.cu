@@ -14,12 +14,9 @@
 // Two overlaps are knobs. PINGPONG: the consumers take turns to issue their MMAs, ordered by a
 // ring of named barriers, so one warpgroup's softmax runs under another's MMAs. INTRA_OVERLAP:
 // inside a warpgroup, tile j's Q K^T and tile j-1's P V are issued together and the softmax of
-// tile j runs while P V is still on the tensor cores. LAZY_RESCALE: a row's reference maximum
-// moves only when a tile's maximum passes it by more than a factor of 2^8 (e^8 without FAST_EXP),
-// and a warp whose rows all kept theirs skips the rescale of its O accumulators: on long rows the
-// maxima settle after a few tiles, and the multiplies of nearly every later tile go.
-// PERSISTENT: one CTA per SM walks the tiles (heaviest first when causal) and the producer loads
-// the next tile's Q while the consumers finish the current one.
+// tile j runs while P V is still on the tensor cores. PERSISTENT: one CTA per SM walks the tiles
+// (heaviest first when causal) and the producer loads the next tile's Q while the consumers finish
+// the current one.
 //
 // Q, K and V reach the kernel as pointers too (the arguments the tensor maps describe), but are
 // read through the maps only.
@@ -42,14 +39,13 @@
 // combines them itself, with no second launch.
 //
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE,
-// PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, LAZY_RESCALE) and problem defines (HEAD_DIM,
-// IS_CAUSAL, IS_BF16) are prepended by evo.
+// PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES) and problem defines (HEAD_DIM, IS_CAUSAL,
+// IS_BF16) are prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
-    !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) ||  \
-    !defined(LAZY_RESCALE)
+    !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -67,7 +63,7 @@
 #include "evo/wgmma_attention.cuh"
 
 EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16,
-                 PACK_GQA, LAST_CTA_COMBINES, LAZY_RESCALE);
+                 PACK_GQA, LAST_CTA_COMBINES);
 static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS must be in [1, 32]");
 static_assert(LAST_CTA_COMBINES == 0 || SPLITS > 1, "LAST_CTA_COMBINES needs SPLITS > 1");
 static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1, 2 or 3");
@@ -105,8 +101,6 @@ enum : int {
   kEpilogueBarrier = 1 + NUM_CONSUMERS,
   kArrivalBarrier = 1 + 2 * NUM_CONSUMERS,
   kConsumerThreads = NUM_CONSUMERS * 128,
-  // LAZY_RESCALE's slack of a row's reference maximum, in the exponent's units: P up to 256.
-  kMaxSlack = LAZY_RESCALE ? 8 : 0,
 };
 
 // Where the rows of a tile are: its query positions and heads. Without PACK_GQA a tile is
@@ -371,12 +365,11 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(s, S_kv - n_start - quad * 2,
                                                       m_start + tile_row - n_start - quad * 2);
       }
-      evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP, kMaxSlack>(s, row_max, row_sum, kSoftmaxScale,
-                                                                 alpha);
+      evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);
     };
     const auto pack_probabilities = [&] { evo::wgmma_attention_pack<BLOCK_N, Elem>(s, p); };
     const auto rescale = [&](const float(&alpha)[2]) {
-      evo::wgmma_attention_rescale<HEAD_DIM, LAZY_RESCALE>(acc, alpha);
+      evo::wgmma_attention_rescale<HEAD_DIM>(acc, alpha);
     };
     const auto stage_of = [&](int j) { return (kv_iter + j) % STAGES; };
     const auto full_parity = [&](int j) { return ((kv_iter + j) / STAGES) & 1; };

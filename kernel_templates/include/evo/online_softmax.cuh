@@ -57,26 +57,13 @@ __device__ __forceinline__ float tree_sum(float (&tree)[NumFrags]) {
 // one FMA per score instead of expf). Updates row_max and row_sum, hands each pair of
 // probabilities to keep(nf, p0, p1) (back into the scores, or packed for the P V MMA), and
 // returns alpha, the factor by which what was accumulated before this tile must be rescaled.
-//
-// MaxSlack > 0 lets the row keep its reference maximum while the tile's stays within MaxSlack
-// above it, in the exponent's units (log2 with FastExp): probabilities then reach up to
-// 2^MaxSlack (e^MaxSlack) before normalization, still exact in fp32 sums and in fp16 / bf16 P,
-// and alpha is exactly 1, so that callers can skip the rescale of their accumulators. The result
-// is the same softmax: numerator and denominator share whichever reference they were built on.
-template <int NumFrags, bool FastExp, int MaxSlack = 0, class Score, class Keep>
+template <int NumFrags, bool FastExp, class Score, class Keep>
 __device__ __forceinline__ float online_softmax_row(Score score, float& row_max, float& row_sum,
                                                     float scale, Keep keep) {
   float tree[NumFrags];
 #pragma unroll
   for (int nf = 0; nf < NumFrags; ++nf) tree[nf] = fmaxf(score(nf, 0), score(nf, 1));
-  float mx = quad_max(fmaxf(row_max, tree_max(tree)));
-  // The difference is +inf on a row's first unmasked tile and NaN while all is masked, and both
-  // compare false: the reference moves (to the maximum, or stays -inf) as without slack.
-  bool kept = false;
-  if constexpr (MaxSlack > 0) {
-    kept = (mx - row_max) * scale <= static_cast<float>(MaxSlack);
-    if (kept) mx = row_max;
-  }
+  const float mx = quad_max(fmaxf(row_max, tree_max(tree)));
   // A row with every score so far masked keeps max = -inf; using 0 as the reference avoids
   // (-inf) - (-inf) = NaN and still maps masked scores to exp(-inf) = 0.
   const float m_ref = mx == neg_inf() ? 0.f : mx;
@@ -84,10 +71,9 @@ __device__ __forceinline__ float online_softmax_row(Score score, float& row_max,
   float neg_m_scaled = 0.f;  // FastExp only
   if constexpr (FastExp) {
     neg_m_scaled = -m_ref * scale;
-    // fmaf(m, s, -m * s) is the rounding error of m * s, not 0: a kept maximum says 1 itself.
-    alpha = kept ? 1.f : exp2_approx(fmaf(row_max, scale, neg_m_scaled));
+    alpha = exp2_approx(fmaf(row_max, scale, neg_m_scaled));
   } else {
-    alpha = kept ? 1.f : expf((row_max - m_ref) * scale);
+    alpha = expf((row_max - m_ref) * scale);
   }
   row_max = mx;
 #pragma unroll

@@ -54,15 +54,14 @@ __device__ __forceinline__ void wgmma_attention_mask(float (&s)[BlockN / 2], int
 }
 
 // The online softmax over the thread's two rows of a tile of scores: probabilities replace the
-// scores, and alpha[h] returns the factor for what row h accumulated before. MaxSlack: that of
-// online_softmax_row.
-template <int BlockN, bool FastExp, int MaxSlack = 0>
+// scores, and alpha[h] returns the factor for what row h accumulated before.
+template <int BlockN, bool FastExp>
 __device__ __forceinline__ void wgmma_attention_softmax(float (&s)[BlockN / 2], float (&row_max)[2],
                                                         float (&row_sum)[2], float scale,
                                                         float (&alpha)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    alpha[h] = online_softmax_row<BlockN / 8, FastExp, MaxSlack>(
+    alpha[h] = online_softmax_row<BlockN / 8, FastExp>(
         [&](int nf, int i) -> float& { return s[4 * nf + 2 * h + i]; }, row_max[h], row_sum[h],
         scale,
         [&](int nf, float p0, float p1) {
@@ -83,13 +82,10 @@ __device__ __forceinline__ void wgmma_attention_pack(const float (&s)[BlockN / 2
   }
 }
 
-// Scales what each of the thread's two rows accumulated by its alpha. SkipOnes: a warp whose
-// alphas are all exactly 1 (maxima kept, see MaxSlack) skips the multiplies, decided by a vote
-// so that the warp stays converged for the next wgmma.
-template <int HeadDim, bool SkipOnes = false>
+// Scales what each of the thread's two rows accumulated by its alpha.
+template <int HeadDim>
 __device__ __forceinline__ void wgmma_attention_rescale(float (&acc)[HeadDim / 2],
                                                         const float (&alpha)[2]) {
-  if (SkipOnes && !__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
   for (int i = 0; i < HeadDim / 2; ++i) acc[i] *= alpha[(i >> 1) & 1];
 }
