@@ -191,16 +191,19 @@ def main(argv):
         if args.replay else f"{args.template}{' causal' if args.causal else ''}, " \
                             f"{args.cache} compile cache"
     print(f"candidates per minute, {args.budget} candidates per run, seed {args.seed} ({what})")
-    print(f"{'shape':<16} {'GPU ' + str(args.gpus[0]):>12} {len(args.gpus)} GPUs".ljust(44) +
-          f"{'ratio':>7}  target {target:.1f}x   whole process (1 / {len(args.gpus)})   "
-          f"cached compiles")
+    several_label = f"{len(args.gpus)} GPUs"
+    print(f"{'shape':<16} {'GPU ' + str(args.gpus[0]):>10} {several_label:>10} {'ratio':>7}  "
+          f"{'target ' + format(target, '.1f') + 'x':<13} {'whole process':>19}"
+          f"{'' if args.replay else '   cached compiles'}")
     for r in results:
         one, several = r["one"], r["several"]
-        print(f"{r['shape']:<16} {one['per_minute']:>12.1f} {several['per_minute']:>13.1f} "
-              f"{r['ratio']:>7.2f}x  {'met' if r['met'] else 'NOT met':<13} "
-              f"{one['wall_per_minute']:>8.1f} / {several['wall_per_minute']:<8.1f}   "
-              f"{one['cached_compiles']}/{one['compiled']}, "
-              f"{several['cached_compiles']}/{several['compiled']}")
+        line = (f"{r['shape']:<16} {one['per_minute']:>10.1f} {several['per_minute']:>10.1f} "
+                f"{r['ratio']:>6.2f}x  {'met' if r['met'] else 'NOT met':<13} "
+                f"{one['wall_per_minute']:>9.1f} /{several['wall_per_minute']:>8.1f}")
+        if not args.replay:
+            line += (f"   {one['cached_compiles']}/{one['compiled']}, "
+                     f"{several['cached_compiles']}/{several['compiled']}")
+        print(line)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(results, out, indent=2)

@@ -2,11 +2,13 @@
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "common/error.h"
 #include "common/files.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "evaluator/subprocess.h"
@@ -445,10 +447,17 @@ TEST_CASE("kill -9 of a run on three simulated GPUs resumes into the one-GPU sea
   args.insert(args.end(), {"--gpus", "0,1,2", "--replay-delay-ms", "15"});
   SubprocessOptions quiet;
   quiet.stderr_path = dir.path() / "runs.err";
+  // A kill may land while the file is being created: empty, or without its schema yet.
+  const auto open = [&]() -> std::unique_ptr<PopulationStore> {
+    try {
+      return std::make_unique<PopulationStore>(db, PopulationStore::Access::kReadOnly);
+    } catch (const Error&) {
+      return nullptr;
+    }
+  };
   const auto finished_now = [&]() -> int64_t {
-    if (!std::filesystem::exists(db)) return 0;
-    PopulationStore store(db, PopulationStore::Access::kReadOnly);
-    return store.Runs().empty() ? 0 : store.FindRun(1)->finished_candidates;
+    const auto store = open();
+    return !store || store->Runs().empty() ? 0 : store->FindRun(1)->finished_candidates;
   };
   std::mt19937 random(2027);
   int kills = 0;
@@ -475,15 +484,14 @@ TEST_CASE("kill -9 of a run on three simulated GPUs resumes into the one-GPU sea
       run.Kill();
       ++kills;
     }
-    if (!std::filesystem::exists(db)) continue;
-    PopulationStore store(db, PopulationStore::Access::kReadOnly);
-    if (store.Runs().empty()) continue;
-    const RunRecord stored = *store.FindRun(1);
+    const auto store = open();
+    if (!store || store->Runs().empty()) continue;
+    const RunRecord stored = *store->FindRun(1);
     CHECK(stored.finished_candidates >= last_count);
     last_count = stored.finished_candidates;
     CHECK(stored.finished_candidates + stored.pending_candidates <= kBudget);
-    const std::vector<CandidateRecord> candidates = store.Candidates(1);
-    const std::vector<CandidateRecord> elite = store.Elite(1);
+    const std::vector<CandidateRecord> candidates = store->Candidates(1);
+    const std::vector<CandidateRecord> elite = store->Elite(1);
     const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
     REQUIRE(elite.size() == expected.size());
     for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
