@@ -755,16 +755,16 @@ TEST_CASE("store: a newer schema is refused and the file left as it was", "[stor
   }
   {
     sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
-    db.Execute("PRAGMA user_version = 3");
+    db.Execute("PRAGMA user_version = 4");
   }
   const std::string bytes = ReadFile(path);
   const std::string expected = "database '" + path.string() +
-                               "' was written by a newer evo (schema 3; this evo reads up to 2)";
+                               "' was written by a newer evo (schema 4; this evo reads up to 3)";
   CHECK_THROWS_WITH(PopulationStore(path, Access::kReadWrite), expected);
   CHECK_THROWS_WITH(PopulationStore(path, Access::kReadOnly), expected);
   CHECK(ReadFile(path) == bytes);
   CheckNothingLogged(path);
-  CHECK(PragmaInt(path, "user_version") == 3);
+  CHECK(PragmaInt(path, "user_version") == 4);
 }
 
 TEST_CASE("store: a file that is not a SQLite database is refused and left alone", "[store]") {
