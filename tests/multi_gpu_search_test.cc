@@ -7,8 +7,10 @@
 #include <sstream>
 
 #include "engine/search.h"
+#include "evaluator/cuda_driver.h"
 #include "evaluator/gpu_pipeline.h"
 #include "evaluator/recording.h"
+#include "population/store.h"
 #include "tests/test_support.h"
 
 namespace evo {
@@ -274,6 +276,108 @@ TEST_CASE("a GPU whose worker cannot start is named when the pipeline starts", "
   CHECK_THROWS_WITH(GpuPipeline(kernel_template, DefaultProblem(kernel_template.manifest),
                                 {FakeDevice(0), FakeDevice(1)}, compiler, options),
                     Catch::StartsWith("GPU 1: ") && Catch::Contains("no CUDA device"));
+}
+
+// On the GPU machine: the real workers, the real compiles.
+std::vector<std::string> GpuRun(const std::filesystem::path& dir, const std::string& gpus,
+                                int budget) {
+  return {"run",
+          "--gpus",
+          gpus,
+          "--budget",
+          std::to_string(budget),
+          "--generation-size",
+          "4",
+          "--seed",
+          "3",
+          "--db",
+          (dir / "evo.db").string(),
+          "--cache-dir",
+          (dir / "cache").string()};
+}
+
+TEST_CASE("evo run --gpus 0 on a GPU stores the GPU's name and UUID with what it measured",
+          "[gpu][gpus]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  const std::vector<DeviceInfo> devices = QueryDevices();
+  test::TempDir dir;
+  const int count = static_cast<int>(devices.size());
+  const auto absent = test::RunEvo(GpuRun(dir.path(), std::to_string(count), 4), dir.path());
+  CHECK(absent.exit_code == 2);
+  CHECK_THAT(absent.err, Catch::Contains("there is no GPU " + std::to_string(count) + " (found " +
+                                         std::to_string(count) + ")"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "evo.db"));
+
+  const auto run = test::RunEvo(GpuRun(dir.path(), "0", 8), dir.path());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.err, Catch::Contains(", GPU 0, "));
+  PopulationStore store(dir.path() / "evo.db", PopulationStore::Access::kReadOnly);
+  const std::vector<CandidateRecord> candidates = store.Candidates(1);
+  REQUIRE(candidates.size() == 8);
+  int on_gpu = 0;
+  for (const CandidateRecord& c : candidates) {
+    CHECK(c.state == CandidateState::kFinished);
+    CHECK(c.measured_on.has_value() == c.outcome.gpu.has_value());
+    if (!c.measured_on) continue;
+    ++on_gpu;
+    CHECK(c.measured_on->ordinal == 0);
+    CHECK(c.measured_on->name == devices[0].name);
+    CHECK(c.measured_on->uuid == devices[0].uuid);
+    CHECK(c.measured_on->uuid.rfind("GPU-", 0) == 0);
+  }
+  CHECK(on_gpu > 0);
+  const std::vector<CandidateRecord> elite = store.Elite(1);
+  const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+  REQUIRE(elite.size() == expected.size());
+  for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+}
+
+TEST_CASE("evo run on two GPUs of the host spreads one search over both", "[gpu][gpus]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  const std::vector<DeviceInfo> devices = QueryDevices();
+  if (devices.size() < 2) {
+    WARN("skipped: this machine has " << devices.size()
+                                      << " GPU; the run over several GPUs needs two or more");
+    return;
+  }
+  test::TempDir dir;
+  const auto run = test::RunEvo(GpuRun(dir.path(), "0,1", 16), dir.path());
+  INFO(run.err);
+  if (devices[0].name != devices[1].name) {
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Catch::Contains("are different models"));
+    return;
+  }
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.err, Catch::Contains("2 GPUs (0, 1)"));
+  CHECK_THAT(run.err, Catch::Contains("candidates measured on GPU 0: "));
+  WARN(run.err.substr(run.err.rfind("evo: run 1 stopped")));
+  PopulationStore store(dir.path() / "evo.db", PopulationStore::Access::kReadOnly);
+  const std::vector<CandidateRecord> candidates = store.Candidates(1);
+  REQUIRE(candidates.size() == 16);
+  std::set<Genome> genomes;
+  std::map<int, int> per_gpu;
+  for (const CandidateRecord& c : candidates) {
+    CHECK(c.state == CandidateState::kFinished);
+    genomes.insert(c.proposal.genome);
+    if (c.measured_on) {
+      ++per_gpu[c.measured_on->ordinal];
+      CHECK(c.measured_on->uuid == devices[static_cast<size_t>(c.measured_on->ordinal)].uuid);
+    }
+  }
+  CHECK(genomes.size() == 16);
+  CHECK(per_gpu.size() == 2);
+  const std::vector<CandidateRecord> elite = store.Elite(1);
+  const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+  REQUIRE(elite.size() == expected.size());
+  for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
 }
 
 }  // namespace
