@@ -31,6 +31,7 @@ struct TaskOptions : EvaluatorOptions {
   std::vector<std::string> problem_settings;
 };
 
+// `evo run` (with_replay) measures on several GPUs; `evo sweep` on one.
 void AddTaskOptions(CLI::App& app, TaskOptions& options, bool with_replay) {
   app.add_option("--template,-t", options.template_name, "template name")->capture_default_str();
   app.add_option("--shape", options.shape,
@@ -38,7 +39,8 @@ void AddTaskOptions(CLI::App& app, TaskOptions& options, bool with_replay) {
   app.add_flag("--causal", options.causal, "causal attention");
   app.add_option("--problem", options.problem_settings,
                  "PARAM=VALUE (repeatable): another problem parameter, e.g. Q_FP8=1");
-  AddEvaluatorOptions(app, options, with_replay);
+  AddEvaluatorOptions(app, options, with_replay,
+                      with_replay ? GpuChoice::kSeveral : GpuChoice::kOne);
 }
 
 Problem TaskProblem(const Manifest& manifest, const TaskOptions& options) {
@@ -60,8 +62,8 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
                                 std::shared_ptr<RunOptions> options) {
   return [&global, &app, options] {
     const TemplateLibrary library = LoadLibrary(global);
-    // Without a GPU, say so before a database is created or touched.
-    if (options->task.replay.empty()) QueryDevices();
+    // Without a GPU, or with a bad --gpus, say so before a database is created or touched.
+    CheckGpus(options->task, !options->task.replay.empty());
     PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
     const RunLock lock(options->db);
 
@@ -161,6 +163,9 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
       run = store.FindRun(store.CreateRun(spec));
     }
     std::cerr << "evo: " << RunHeadline(*run);
+    if (setup->evaluator->lanes().size() > 1 || setup->pipeline != nullptr) {
+      std::cerr << ", " << LanesText(setup->evaluator->lanes());
+    }
     if (setup->pipeline != nullptr) {
       std::cerr << ", " << setup->pipeline->compile_jobs() << " compile jobs";
     }
@@ -200,8 +205,11 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
         finished.id, ToString(summary.reason), finished.finished_candidates, finished.spec.budget,
         summary.evaluated_now, FormatSeconds(summary.seconds), summary.per_minute);
     if (setup->pipeline != nullptr && setup->pipeline->worker_respawns() > 0) {
-      std::cerr << "evo: the GPU worker was replaced " << setup->pipeline->worker_respawns()
+      std::cerr << "evo: GPU workers were replaced " << setup->pipeline->worker_respawns()
                 << " times\n";
+    }
+    if (setup->evaluator->lanes().size() > 1) {
+      std::cerr << "evo: " << MeasuredOnText(store.Candidates(run->id)) << "\n";
     }
     const std::vector<CandidateRecord> elite = store.Elite(run->id);
     if (options->json) {
@@ -320,10 +328,10 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
       if (g_stop_requested.load()) break;
       RecordedCandidate record;
       record.genome = genome;
-      record.outcome = setup->evaluator->Evaluate(genome);
+      record.outcome = setup->evaluator->Evaluate(0, genome);
       if (record.outcome.status == Status::kMeasured) {
         for (int i = 0; i < *repeat; ++i) {
-          record.remeasurements.push_back(setup->evaluator->Remeasure(genome));
+          record.remeasurements.push_back(setup->evaluator->Remeasure(0, genome));
         }
       }
       writer.Append(record);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "evaluator/gpu_verdict_json.h"
 
@@ -86,7 +87,36 @@ Json CandidateToJson(const CandidateRecord& c) {
   }
   if (c.confirmation) json["confirmation"] = TimingFiguresToJson(*c.confirmation);
   if (const auto score = c.score_us()) json["score_us"] = *score;
+  if (c.measured_on) {
+    json["gpu"] = {{"ordinal", c.measured_on->ordinal},
+                   {"name", c.measured_on->name},
+                   {"uuid", c.measured_on->uuid}};
+  }
   return json;
+}
+
+std::string LanesText(const std::vector<GpuIdentity>& lanes) {
+  std::string ordinals;
+  for (const GpuIdentity& gpu : lanes) {
+    ordinals += (ordinals.empty() ? "" : ", ") + std::to_string(gpu.ordinal);
+  }
+  return lanes.size() == 1 ? "GPU " + ordinals
+                           : std::to_string(lanes.size()) + " GPUs (" + ordinals + ")";
+}
+
+std::string MeasuredOnText(const std::vector<CandidateRecord>& candidates) {
+  std::map<int, int64_t> counts;
+  for (const CandidateRecord& c : candidates) {
+    if (c.measured_on) ++counts[c.measured_on->ordinal];
+  }
+  std::string text = "candidates measured on";
+  if (counts.empty()) return text + " no GPU";
+  bool first = true;
+  for (const auto& [ordinal, count] : counts) {
+    text += fmt::format("{} GPU {}: {}", first ? "" : ",", ordinal, count);
+    first = false;
+  }
+  return text;
 }
 
 std::string RunHeadline(const RunRecord& run) {
@@ -184,6 +214,10 @@ std::string CandidateToText(const CandidateRecord& c) {
   if (const TimingFigures* t = o.timing()) text += timing_line("timing:    ", *t);
   if (c.confirmation) text += timing_line("confirmed: ", *c.confirmation);
   if (o.gpu_ms > 0) text += fmt::format("  gpu time:  {:.0f} ms\n", o.gpu_ms);
+  if (c.measured_on) {
+    text += fmt::format("  gpu:       {} ({}{})\n", c.measured_on->ordinal, c.measured_on->name,
+                        c.measured_on->uuid.empty() ? "" : ", " + c.measured_on->uuid);
+  }
   return text;
 }
 

@@ -24,4 +24,9 @@ std::string ProgressLine(const SearchProgress& progress);
 
 std::string FormatSeconds(double seconds);
 
+// "GPU 0", or "2 GPUs (0, 1)": the GPUs a run measures on.
+std::string LanesText(const std::vector<GpuIdentity>& lanes);
+// "candidates measured on GPU 0: 51, GPU 1: 49".
+std::string MeasuredOnText(const std::vector<CandidateRecord>& candidates);
+
 }  // namespace evo::cli

@@ -7,8 +7,21 @@
 
 namespace evo::cli {
 
-void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_replay) {
-  app.add_option("--gpu", options.gpu, "the GPU to measure on")->capture_default_str();
+void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_replay,
+                         GpuChoice gpus) {
+  if (gpus == GpuChoice::kSeveral) {
+    app.add_option("--gpus", options.gpus,
+                   "the GPUs to measure on, e.g. 0,1, all of one model: a worker each, every "
+                   "candidate to whichever is free, one compile pool ahead of them all (default: "
+                   "every GPU here; with --replay, that many simulated GPUs answer at once)")
+        ->capture_default_str();
+  } else {
+    options.gpus = "0";
+    app.add_option_function<int>(
+           "--gpu", [&options](int gpu) { options.gpus = std::to_string(gpu); },
+           "the GPU to measure on (default 0)")
+        ->check(CLI::NonNegativeNumber);
+  }
   app.add_option("--cache-dir", options.cache_dir, "compile cache folder")->capture_default_str();
   app.add_flag("--no-cache", options.no_cache, "neither read nor fill the compile cache");
   app.add_option("--jobs,-j", options.jobs,
@@ -85,26 +98,46 @@ SearchOptions StoppingOptions(const SearchSettings& settings) {
   return options;
 }
 
+std::vector<DeviceInfo> SelectDevices(const std::string& gpus) {
+  ParseGpuList(gpus);  // a malformed list is named as such, GPU or not
+  const std::vector<DeviceInfo> all = QueryDevices();  // says plainly when there is none
+  std::vector<DeviceInfo> devices;
+  for (int gpu : SelectGpus(gpus, static_cast<int>(all.size()))) {
+    devices.push_back(all[static_cast<size_t>(gpu)]);
+  }
+  RequireOneGpuModel(devices);
+  return devices;
+}
+
+std::vector<int> ReplayGpus(const std::string& gpus) {
+  return ParseGpuList(gpus).value_or(std::vector<int>{0});
+}
+
+void CheckGpus(const EvaluatorOptions& options, bool replay) {
+  if (replay) {
+    ReplayGpus(options.gpus);
+  } else {
+    SelectDevices(options.gpus);
+  }
+}
+
 std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
                                               const EvaluatorOptions& options,
                                               const KernelTemplate& kernel_template,
                                               const Problem& problem) {
   auto setup = std::make_unique<EvaluatorSetup>();
   if (!options.replay.empty()) {
-    auto replay = std::make_unique<ReplayEvaluator>(
-        options.replay, kernel_template.manifest, problem,
-        std::chrono::milliseconds(options.replay_delay_ms), kernel_template.source_hash);
+    auto replay =
+        std::make_unique<ReplayEvaluator>(options.replay, kernel_template.manifest, problem,
+                                          std::chrono::milliseconds(options.replay_delay_ms),
+                                          kernel_template.source_hash, ReplayGpus(options.gpus));
     setup->replay = replay.get();
     setup->evaluator = std::move(replay);
     setup->arch = ArchByName(setup->evaluator->identity().arch);
     return setup;
   }
-  const std::vector<DeviceInfo> devices = QueryDevices();  // says plainly when there is none
-  if (options.gpu < 0 || options.gpu >= static_cast<int>(devices.size())) {
-    throw Error("there is no GPU " + std::to_string(options.gpu) + " (found " +
-                std::to_string(devices.size()) + ")");
-  }
-  const DeviceInfo& device = devices[static_cast<size_t>(options.gpu)];
+  const std::vector<DeviceInfo> devices = SelectDevices(options.gpus);
+  const DeviceInfo& device = devices.front();
   setup->arch = device.arch_info();
   RequireSupportedArch(kernel_template.manifest, setup->arch);
   Compiler* compiler = &setup->nvrtc;
@@ -121,7 +154,7 @@ std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
     compiler = setup->caching.get();
     pipeline.worker.cache_dir = options.cache_dir;
   }
-  auto gpu = std::make_unique<GpuPipeline>(kernel_template, problem, device, *compiler, pipeline);
+  auto gpu = std::make_unique<GpuPipeline>(kernel_template, problem, devices, *compiler, pipeline);
   setup->pipeline = gpu.get();
   setup->evaluator = std::move(gpu);
   return setup;

@@ -18,10 +18,10 @@
 
 namespace evo::cli {
 
-// How candidates are evaluated: on a GPU (through the compile pipeline and a worker) or by
-// replaying a recording. Shared by `evo run`, `evo sweep` and `evo tune`.
+// How candidates are evaluated: on GPUs (through the compile pipeline and a worker per GPU) or
+// by replaying a recording. Shared by `evo run`, `evo sweep` and `evo tune`.
 struct EvaluatorOptions {
-  int gpu = 0;
+  std::string gpus = "all";  // as --gpus takes it: "all" or ordinals, "0,1"
   std::string cache_dir = "runs/cache";
   bool no_cache = false;
   int jobs = 0;
@@ -32,9 +32,26 @@ struct EvaluatorOptions {
   int64_t replay_delay_ms = 0;
 };
 
-// --gpu, --cache-dir, --no-cache, --jobs, --allow-spills, --flush-l2, --deadline-ms and, with
-// `with_replay`, --replay and --replay-delay-ms.
-void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_replay);
+// Whether a command measures on several GPUs at once (`evo run`, `evo tune`: --gpus, default
+// every GPU here) or on one (`evo sweep`: --gpu, default 0).
+enum class GpuChoice { kOne, kSeveral };
+
+// --gpus or --gpu, --cache-dir, --no-cache, --jobs, --allow-spills, --flush-l2, --deadline-ms
+// and, with `with_replay`, --replay and --replay-delay-ms.
+void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_replay,
+                         GpuChoice gpus);
+
+// The GPUs that options.gpus names, all of one model; throws evo::Error saying what is wrong with
+// the list (before looking for GPUs, so a malformed one is named as such anywhere), that there is
+// no GPU, or which two GPUs differ in model.
+std::vector<DeviceInfo> SelectDevices(const std::string& gpus);
+
+// The simulated GPUs of a replay: the ordinals listed, or one (0) for "all".
+std::vector<int> ReplayGpus(const std::string& gpus);
+
+// Checks the evaluator's GPUs (SelectDevices, or ReplayGpus for a replay) before a database is
+// touched, so that a bad --gpus or a machine without a GPU stores nothing.
+void CheckGpus(const EvaluatorOptions& options, bool replay);
 
 // How runs search, set alike by `evo run` (its run) and `evo tune` (each run of the set).
 struct SearchSettings {
@@ -72,8 +89,9 @@ struct EvaluatorSetup {
   ArchInfo arch;
 };
 
-// The evaluator of one task: the recording's replay when options.replay names one, else the GPU
-// pipeline on options.gpu (throws evo::Error, plainly, where there is no GPU).
+// The evaluator of one task: the recording's replay when options.replay names one (with a
+// simulated GPU for each of options.gpus), else the GPU pipeline on options.gpus (throws
+// evo::Error, plainly, where there is no GPU).
 std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
                                               const EvaluatorOptions& options,
                                               const KernelTemplate& kernel_template,

@@ -10,7 +10,6 @@
 #include "cli/tune_plan.h"
 #include "common/error.h"
 #include "engine/search.h"
-#include "evaluator/cuda_driver.h"
 #include "population/run_lock.h"
 #include "population/store.h"
 
@@ -115,9 +114,9 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
         if (task_replays[i].empty()) missing += "\n  " + plan.tasks[i].label;
       }
       if (!missing.empty()) throw Error("no --replay recording measured" + missing);
-    } else {
-      QueryDevices();  // says plainly when there is no GPU
     }
+    // Without a GPU, or with a bad --gpus, say so before the database is touched.
+    CheckGpus(options->evaluator, !options->replays.empty());
 
     PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
     const RunLock lock(options->db);
@@ -247,7 +246,7 @@ std::function<int()> SetupTune(CLI::App& app, const GlobalOptions& global) {
   app.add_option("--problem", options->problem_settings,
                  "PARAM=VALUE (repeatable) for every shape, e.g. BF16=1; templates without it "
                  "are skipped");
-  AddEvaluatorOptions(app, options->evaluator, false);
+  AddEvaluatorOptions(app, options->evaluator, false, GpuChoice::kSeveral);
   app.add_option("--replay", options->replays,
                  "answer from recordings made by `evo sweep` instead of a GPU (repeatable: each "
                  "task replays the recording of its template and shape)");

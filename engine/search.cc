@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "engine/lane_scheduler.h"
 #include "kernel_templates/configuration.h"
 
 namespace evo {
@@ -111,6 +112,7 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
   if (!run) throw Error("there is no run " + std::to_string(run_id_));
   const RunSpec& spec = run->spec;
   Evolution evolution(space_, spec.seed, options_.evolution);
+  LaneScheduler lanes(evaluator_);
   store_.SetRunState(run_id_, RunState::kRunning, "");
 
   const Clock::time_point start = Clock::now();
@@ -161,34 +163,47 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     for (const CandidateRecord& c : pending) upcoming.push_back(c.proposal.genome);
     evaluator_.Prefetch(upcoming);
     int64_t done = evaluated;
-    for (const CandidateRecord& candidate : pending) {
-      if (stop.load()) return finish(StopReason::kInterrupted);
-      if (options_.time_limit && Clock::now() - start >= *options_.time_limit) {
-        return finish(StopReason::kTimeLimit);
+    std::optional<StopReason> stopped;
+    LaneHooks hooks;
+    hooks.should_stop = [&] {
+      if (stop.load()) {
+        stopped = StopReason::kInterrupted;
+      } else if (options_.time_limit && Clock::now() - start >= *options_.time_limit) {
+        stopped = StopReason::kTimeLimit;
       }
-      CandidateOutcome outcome = evaluator_.Evaluate(candidate.proposal.genome);
+      return stopped.has_value();
+    };
+    // The lanes measure concurrently, but these run in the candidates' order, each seeing the
+    // elite that the candidates before it made: as on one GPU.
+    hooks.needs_confirmation = [&](size_t, CandidateOutcome& outcome) {
+      if (outcome.status != Status::kMeasured || outcome.timing() == nullptr) return false;
+      const std::vector<CandidateRecord> elite = store_.Elite(run_id_);
+      const double median = outcome.timing()->median_us;
+      if (!elite.empty() && median > options_.slow_factor * *elite.front().score_us()) {
+        outcome.status = Status::kSlow;
+        outcome.reason = "median " + std::to_string(median) + " us is over " +
+                         std::to_string(options_.slow_factor) + "x the best, " +
+                         std::to_string(*elite.front().score_us()) + " us";
+        return false;
+      }
+      return static_cast<int>(elite.size()) < spec.elite_size || median < *elite.back().score_us();
+    };
+    hooks.finish = [&](size_t index, CandidateOutcome outcome, std::optional<GpuVerdict> again,
+                       int lane) {
+      const CandidateRecord& candidate = pending[index];
       std::optional<TimingFigures> confirmation;
-      if (outcome.status == Status::kMeasured && outcome.timing() != nullptr) {
-        const std::vector<CandidateRecord> elite = store_.Elite(run_id_);
-        const double median = outcome.timing()->median_us;
-        if (!elite.empty() && median > options_.slow_factor * *elite.front().score_us()) {
-          outcome.status = Status::kSlow;
-          outcome.reason = "median " + std::to_string(median) + " us is over " +
-                           std::to_string(options_.slow_factor) + "x the best, " +
-                           std::to_string(*elite.front().score_us()) + " us";
-        } else if (static_cast<int>(elite.size()) < spec.elite_size ||
-                   median < *elite.back().score_us()) {
-          const GpuVerdict again = evaluator_.Remeasure(candidate.proposal.genome);
-          if (again.status != Status::kMeasured || !again.timing) {
-            outcome.status =
-                again.status == Status::kMeasured ? Status::kRuntimeError : again.status;
-            outcome.reason = "the confirming measurement: " +
-                             (again.error.empty() ? again.correctness.failure : again.error);
-          }
-          if (again.timing) confirmation = again.timing;
+      if (again) {
+        if (again->status != Status::kMeasured || !again->timing) {
+          outcome.status =
+              again->status == Status::kMeasured ? Status::kRuntimeError : again->status;
+          outcome.reason = "the confirming measurement: " +
+                           (again->error.empty() ? again->correctness.failure : again->error);
         }
+        if (again->timing) confirmation = again->timing;
       }
-      store_.Finish(candidate.id, outcome, confirmation);
+      std::optional<GpuIdentity> measured_on;
+      if (outcome.gpu && lane >= 0) measured_on = evaluator_.lanes()[static_cast<size_t>(lane)];
+      store_.Finish(candidate.id, outcome, confirmation, measured_on);
       ++summary.evaluated_now;
       if (outcome.reached_gates()) ++done;
 
@@ -211,7 +226,9 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
         progress.finished = stored ? &*stored : nullptr;
         on_progress(progress);
       }
-    }
+    };
+    lanes.Run(upcoming, hooks);
+    if (stopped) return finish(*stopped);
   }
 }
 

@@ -52,20 +52,22 @@ int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates
                                   const SearchSpace* space = nullptr);
 
 // The search loop of one stored run: proposes a generation (stored as pending in one
-// transaction), lets the evaluator take them through the gates while it compiles ahead, and
-// stores each finished candidate in its own transaction with the elite it implies. A measured
-// candidate that would enter the elite is measured a second time first, and enters on that
-// confirming figure; one far slower than the best is `slow`. Everything it decides follows
-// from what the database holds, so a run killed at any moment resumes where it was: pending
-// candidates are redone and the next generations are the ones the uninterrupted run would
-// have made.
+// transaction), lets the evaluator take them through the gates on all its GPUs at once while it
+// compiles ahead (engine/lane_scheduler), and stores each finished candidate in its own
+// transaction, in the generation's order, with the GPU that measured it and the elite it
+// implies. A measured candidate that would enter the elite is measured a second time first, on
+// the same GPU, and enters on that confirming figure; one far slower than the best is `slow`.
+// Everything it decides follows from what the database holds, so a run killed at any moment
+// resumes where it was: pending candidates are redone and the next generations are the ones the
+// uninterrupted run would have made, on one GPU or several.
 class Search {
  public:
   Search(PopulationStore& store, int64_t run_id, const SearchSpace& space,
          CandidateEvaluator& evaluator, SearchOptions options);
 
   // Runs until the budget is spent, the patience is out, the space is exhausted, the time
-  // limit passes or `stop` becomes true (checked between candidates). Sets the run's state.
+  // limit passes or `stop` becomes true (checked before a GPU takes a candidate; the ones on
+  // the GPUs then are finished). Sets the run's state.
   SearchSummary Run(const std::function<void(const SearchProgress&)>& on_progress,
                     const std::atomic<bool>& stop);
 

@@ -3,7 +3,9 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "evaluator/candidate_outcome.h"
+#include "evaluator/gpu_identity.h"
 #include "kernel_templates/genome.h"
 
 namespace evo {
@@ -12,7 +14,7 @@ namespace evo {
 // template version can be noticed.
 struct EvaluatorIdentity {
   std::string evaluator;  // "gpu", or "replay <file>"
-  std::string device;     // the GPU's name
+  std::string device;     // the GPUs' model (every GPU of a run is of one model)
   std::string arch;       // "sm_90"
   std::string driver_version;
   std::string nvrtc_version;
@@ -20,19 +22,38 @@ struct EvaluatorIdentity {
   std::string notice;         // said once at the start of a run, e.g. what a replay replays
 };
 
+// A lane's GPU can no longer measure (its worker cannot be replaced): the candidate it was
+// given is not its fault, and another lane can take it. Other evo::Errors mean that nothing
+// can go on (NVRTC is broken, a replay lacks the configuration).
+class LaneError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Takes configurations of one task (template + problem) through the three gates. The search
 // loop sees only this, so CPU tests can drive the whole loop with recorded measurements.
+//
+// Gates 2 and 3 run on lanes, one per GPU. A lane is driven by one thread at a time; different
+// lanes may be driven at once, each through its own worker, while one compile pool serves them
+// all (a configuration is compiled once, whichever lane measures it).
 class CandidateEvaluator {
  public:
   virtual ~CandidateEvaluator() = default;
   virtual const EvaluatorIdentity& identity() const = 0;
+  // The GPU of each lane; at least one.
+  virtual const std::vector<GpuIdentity>& lanes() const = 0;
   // Configurations that will be evaluated soon, in order: work on them may start now (their
-  // compiles run on the CPU cores while the GPU measures).
+  // compiles run on the CPU cores while the GPUs measure). Not called while lanes are driven.
   virtual void Prefetch(const std::vector<Genome>& genomes) = 0;
-  // All three gates for one valid configuration; blocks until its outcome is known.
-  virtual CandidateOutcome Evaluate(const Genome& genome) = 0;
-  // Gates 2 and 3 again for a configuration Evaluate measured: the confirming measurement.
-  virtual GpuVerdict Remeasure(const Genome& genome) = 0;
+  // Whether Evaluate of this configuration would start measuring at once, rather than wait for
+  // its compile: a free lane takes such a configuration first.
+  virtual bool ReadyToMeasure(const Genome& genome) const = 0;
+  // All three gates for one valid configuration, gates 2 and 3 on `lane`'s GPU; blocks until
+  // its outcome is known. Throws LaneError when that GPU can no longer measure.
+  virtual CandidateOutcome Evaluate(int lane, const Genome& genome) = 0;
+  // Gates 2 and 3 again, on `lane`'s GPU, for a configuration Evaluate measured there: the
+  // confirming measurement. Throws LaneError like Evaluate.
+  virtual GpuVerdict Remeasure(int lane, const Genome& genome) = 0;
 };
 
 }  // namespace evo

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <optional>
@@ -36,6 +37,9 @@ DriverApi LoadDriver() {
   Resolve(library, "cuDeviceGetName", api.DeviceGetName);
   Resolve(library, "cuDeviceGetAttribute", api.DeviceGetAttribute);
   Resolve(library, "cuDeviceTotalMem_v2", api.DeviceTotalMem);
+  // Optional: a GPU's UUID only labels the candidates it measured.
+  api.DeviceGetUuid =
+      reinterpret_cast<decltype(api.DeviceGetUuid)>(::dlsym(library, "cuDeviceGetUuid_v2"));
   Resolve(library, "cuGetErrorName", api.GetErrorName);
   Resolve(library, "cuGetErrorString", api.GetErrorString);
   Resolve(library, "cuDevicePrimaryCtxRetain", api.DevicePrimaryCtxRetain);
@@ -80,6 +84,18 @@ DriverApi LoadDriver() {
                      (name ? name : "an unknown error"));
   }
   return api;
+}
+
+// As nvidia-smi prints it: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+std::string FormatUuid(const CUuuid& uuid) {
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    char hex[3];
+    std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned char>(uuid.bytes[i]));
+    text += hex;
+    if (i == 3 || i == 5 || i == 7 || i == 9) text += '-';
+  }
+  return text;
 }
 
 }  // namespace
@@ -143,6 +159,10 @@ std::vector<DeviceInfo> QueryDevices() {
     char name[256] = {};
     CheckCuda(api.DeviceGetName(name, sizeof(name), device), "cuDeviceGetName");
     info.name = name;
+    CUuuid uuid{};
+    if (api.DeviceGetUuid != nullptr && api.DeviceGetUuid(&uuid, device) == CUDA_SUCCESS) {
+      info.uuid = FormatUuid(uuid);
+    }
     auto attribute = [&](CUdevice_attribute which) {
       int value = 0;
       CheckCuda(api.DeviceGetAttribute(&value, which, device), "cuDeviceGetAttribute");

@@ -37,6 +37,7 @@ struct DriverApi {
   decltype(&::cuDeviceGetName) DeviceGetName = nullptr;
   decltype(&::cuDeviceGetAttribute) DeviceGetAttribute = nullptr;
   decltype(&::cuDeviceTotalMem) DeviceTotalMem = nullptr;
+  decltype(&::cuDeviceGetUuid) DeviceGetUuid = nullptr;  // null on drivers without it
   decltype(&::cuGetErrorName) GetErrorName = nullptr;
   decltype(&::cuGetErrorString) GetErrorString = nullptr;
   decltype(&::cuDevicePrimaryCtxRetain) DevicePrimaryCtxRetain = nullptr;
@@ -90,6 +91,7 @@ std::string DescribeCudaError(CUresult result);
 struct DeviceInfo {
   int ordinal = 0;
   std::string name;
+  std::string uuid;  // "GPU-8c2a...", as nvidia-smi prints it; empty where the driver cannot say
   int cc_major = 0;
   int cc_minor = 0;
   int sm_count = 0;

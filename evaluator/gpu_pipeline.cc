@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 
 #include "common/error.h"
@@ -61,35 +62,91 @@ int DefaultCompileJobs() {
   return std::min(cores, by_memory);
 }
 
+void RequireOneGpuModel(const std::vector<DeviceInfo>& devices) {
+  for (const DeviceInfo& device : devices) {
+    if (device.name != devices.front().name) {
+      throw Error("GPU " + std::to_string(devices.front().ordinal) + " (" + devices.front().name +
+                  ") and GPU " + std::to_string(device.ordinal) + " (" + device.name +
+                  ") are different models, whose times do not compare; one run measures on "
+                  "GPUs of one model: name them with --gpus");
+    }
+  }
+}
+
 GpuPipeline::GpuPipeline(const KernelTemplate& kernel_template, Problem problem,
-                         const DeviceInfo& device, Compiler& compiler, GpuPipelineOptions options)
+                         const std::vector<DeviceInfo>& devices, Compiler& compiler,
+                         GpuPipelineOptions options)
     : kernel_template_(kernel_template),
       problem_(std::move(problem)),
-      arch_(device.arch_info()),
       compiler_(compiler),
       options_(std::move(options)) {
+  if (devices.empty()) throw Error("the GPU pipeline needs at least one GPU");
+  RequireOneGpuModel(devices);
+  arch_ = devices.front().arch_info();
   identity_.evaluator = "gpu";
-  identity_.device = device.name;
+  identity_.device = devices.front().name;
   identity_.arch = arch_.name;
-  const int driver = DriverVersion();
-  identity_.driver_version =
-      std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+  if (options_.driver_version.empty()) {
+    const int driver = DriverVersion();
+    options_.driver_version =
+        std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+  }
+  identity_.driver_version = options_.driver_version;
   identity_.nvrtc_version = compiler.Version();
   identity_.template_hash = kernel_template.source_hash;
-  options_.worker.device = device.ordinal;
-  supervisor_ =
-      std::make_unique<WorkerSupervisor>(GpuWorkerCommand(options_.worker), options_.supervisor);
-  if (options_.deadline) {
-    deadline_ = *options_.deadline;
-  } else {
-    // Also fills the worker's reference cache, so the first candidate costs its own launches.
-    ReferenceTiming reference;
-    deadline_ = TaskDeadline(*supervisor_, kernel_template_, problem_, options_.timing,
-                             kReferenceLimit, &reference);
-    identity_.notice = "gates 2 and 3 get " + std::to_string(deadline_.count()) +
-                       " ms per candidate (the reference kernel ran " +
-                       std::to_string(reference.runs) + " times in " +
-                       FormatMilliseconds(reference.all_ms) + " ms; --deadline-ms overrides)";
+
+  // Every GPU's worker starts, and runs the reference kernel, at once: a context and the
+  // reference's outputs take seconds per GPU.
+  lanes_.resize(devices.size());
+  std::vector<ReferenceTiming> references(devices.size());
+  std::vector<std::exception_ptr> failures(devices.size());
+  std::vector<std::thread> starters;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    gpus_.push_back({devices[i].ordinal, devices[i].name, devices[i].uuid});
+    starters.emplace_back([this, i, &devices, &references, &failures] {
+      try {
+        GpuWorkerOptions worker = options_.worker;
+        worker.device = devices[i].ordinal;
+        const std::vector<std::string> command = options_.worker_command
+                                                     ? options_.worker_command(worker.device)
+                                                     : GpuWorkerCommand(worker);
+        Lane& lane = lanes_[i];
+        lane.supervisor = std::make_unique<WorkerSupervisor>(command, options_.supervisor);
+        // Also fills the worker's reference cache, so the first candidate costs its own launches.
+        lane.deadline = options_.deadline
+                            ? *options_.deadline
+                            : TaskDeadline(*lane.supervisor, kernel_template_, problem_,
+                                           options_.timing, kReferenceLimit, &references[i]);
+      } catch (...) {
+        failures[i] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& starter : starters) starter.join();
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (!failures[i]) continue;
+    try {
+      std::rethrow_exception(failures[i]);
+    } catch (const std::exception& error) {
+      throw Error(devices.size() == 1
+                      ? std::string(error.what())
+                      : "GPU " + std::to_string(devices[i].ordinal) + ": " + error.what());
+    }
+  }
+  if (!options_.deadline) {
+    if (devices.size() == 1) {
+      identity_.notice = "gates 2 and 3 get " + std::to_string(lanes_[0].deadline.count()) +
+                         " ms per candidate (the reference kernel ran " +
+                         std::to_string(references[0].runs) + " times in " +
+                         FormatMilliseconds(references[0].all_ms) + " ms; --deadline-ms overrides)";
+    } else {
+      identity_.notice = "gates 2 and 3 get";
+      for (size_t i = 0; i < devices.size(); ++i) {
+        identity_.notice += (i == 0 ? " " : ", ") + std::to_string(lanes_[i].deadline.count()) +
+                            " ms per candidate on GPU " + std::to_string(devices[i].ordinal);
+      }
+      identity_.notice += " (from the reference kernel's runs on each; --deadline-ms overrides)";
+    }
   }
   const int jobs = options_.compile_jobs > 0 ? options_.compile_jobs : DefaultCompileJobs();
   for (int i = 0; i < jobs; ++i) threads_.emplace_back([this] { CompileLoop(); });
@@ -102,6 +159,16 @@ GpuPipeline::~GpuPipeline() {
   }
   work_ready_.notify_all();
   for (std::thread& thread : threads_) thread.join();
+}
+
+std::chrono::milliseconds GpuPipeline::deadline(int lane) const {
+  return lanes_.at(static_cast<size_t>(lane)).deadline;
+}
+
+uint64_t GpuPipeline::worker_respawns() const {
+  uint64_t respawns = 0;
+  for (const Lane& lane : lanes_) respawns += lane.supervisor->respawns();
+  return respawns;
 }
 
 void GpuPipeline::CompileLoop() {
@@ -135,54 +202,80 @@ std::shared_future<CompileOutcome> GpuPipeline::Enqueue(const Genome& genome) {
   return future;
 }
 
+CompileOutcome GpuPipeline::TakeCompiled(const Genome& genome) {
+  CompileOutcome compiled = Enqueue(genome).get();
+  std::lock_guard lock(mutex_);
+  compiles_.erase(genome);
+  return compiled;
+}
+
 void GpuPipeline::Prefetch(const std::vector<Genome>& genomes) {
   for (const Genome& genome : genomes) Enqueue(genome);
 }
 
-GpuVerdict GpuPipeline::RunGpuGates(const Genome& genome, const std::string& cubin,
-                                    double* gpu_ms) {
-  const WorkerVerdict answer = supervisor_->Evaluate(
-      MakeEvaluatePayload(kernel_template_, genome, problem_, cubin, false, options_.timing),
-      deadline_);
-  if (gpu_ms != nullptr) *gpu_ms = static_cast<double>(answer.elapsed.count()) / 1000.0;
-  return VerdictFromWorker(answer, deadline_);
+bool GpuPipeline::ReadyToMeasure(const Genome& genome) const {
+  std::lock_guard lock(mutex_);
+  const auto found = compiles_.find(genome);
+  return found != compiles_.end() &&
+         found->second.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
 }
 
-CandidateOutcome GpuPipeline::Evaluate(const Genome& genome) {
-  const CompileOutcome compiled = Enqueue(genome).get();
-  {
-    std::lock_guard lock(mutex_);
-    compiles_.erase(genome);
+GpuVerdict GpuPipeline::RunGpuGates(int lane, const Genome& genome, const std::string& cubin,
+                                    double* gpu_ms) {
+  Lane& on = lanes_.at(static_cast<size_t>(lane));
+  WorkerVerdict answer;
+  try {
+    answer = on.supervisor->Evaluate(
+        MakeEvaluatePayload(kernel_template_, genome, problem_, cubin, false, options_.timing),
+        on.deadline);
+  } catch (const Error& error) {
+    // Its worker cannot be replaced: this GPU is out, not the candidate.
+    throw LaneError("GPU " + std::to_string(gpus_[static_cast<size_t>(lane)].ordinal) + ": " +
+                    error.what());
   }
+  if (gpu_ms != nullptr) *gpu_ms = static_cast<double>(answer.elapsed.count()) / 1000.0;
+  return VerdictFromWorker(answer, on.deadline);
+}
+
+CandidateOutcome GpuPipeline::Evaluate(int lane, const Genome& genome) {
+  const CompileOutcome compiled = TakeCompiled(genome);
   CandidateOutcome outcome = FromCompileOutcome(compiled);
   if (compiled.status != Status::kCompiled) return outcome;
-  GpuVerdict verdict = RunGpuGates(genome, compiled.compiled.cubin, &outcome.gpu_ms);
+  GpuVerdict verdict = RunGpuGates(lane, genome, compiled.compiled.cubin, &outcome.gpu_ms);
   outcome.status = verdict.status;
   outcome.reason = verdict.status == Status::kMeasured ? "" : verdict.error;
   if (verdict.status == Status::kIncorrect && outcome.reason.empty()) {
     outcome.reason = verdict.correctness.failure;
   }
   outcome.gpu = std::move(verdict);
-  // The search confirms a measured candidate right after measuring it; keep its cubin for that.
+  // The search may confirm a measured candidate on this GPU, once the candidates before it are
+  // decided; keep its cubin for that (the latest few: an older one is compiled again).
   if (outcome.status == Status::kMeasured) {
-    last_measured_ = {genome, compiled.compiled.cubin};
+    constexpr size_t kKeptCubins = 64;
+    std::lock_guard lock(mutex_);
+    auto& measured = lanes_[static_cast<size_t>(lane)].measured;
+    measured.emplace_back(genome, compiled.compiled.cubin);
+    if (measured.size() > kKeptCubins) measured.pop_front();
   }
   return outcome;
 }
 
-GpuVerdict GpuPipeline::Remeasure(const Genome& genome) {
-  if (last_measured_.first == genome) {
-    return RunGpuGates(genome, last_measured_.second, nullptr);
-  }
-  const CompileOutcome compiled = Enqueue(genome).get();
+GpuVerdict GpuPipeline::Remeasure(int lane, const Genome& genome) {
+  std::string cubin;
   {
     std::lock_guard lock(mutex_);
-    compiles_.erase(genome);
+    for (const auto& [measured, kept] : lanes_.at(static_cast<size_t>(lane)).measured) {
+      if (measured == genome) cubin = kept;
+    }
   }
-  if (compiled.status != Status::kCompiled) {
-    throw Error("cannot re-measure a configuration that does not compile: " + compiled.reason);
+  if (cubin.empty()) {
+    const CompileOutcome compiled = TakeCompiled(genome);
+    if (compiled.status != Status::kCompiled) {
+      throw Error("cannot re-measure a configuration that does not compile: " + compiled.reason);
+    }
+    cubin = compiled.compiled.cubin;
   }
-  return RunGpuGates(genome, compiled.compiled.cubin, nullptr);
+  return RunGpuGates(lane, genome, cubin, nullptr);
 }
 
 }  // namespace evo

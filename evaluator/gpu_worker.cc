@@ -129,24 +129,16 @@ int RunGpuWorker(const GpuWorkerOptions& options, std::istream& in, std::ostream
   return 0;
 }
 
-std::vector<int> SelectGpus(const std::string& spec, int device_count) {
+std::optional<std::vector<int>> ParseGpuList(const std::string& spec) {
+  if (spec == "all") return std::nullopt;
   std::vector<int> gpus;
-  if (spec == "all") {
-    for (int gpu = 0; gpu < device_count; ++gpu) gpus.push_back(gpu);
-    if (gpus.empty()) throw Error("no GPU is here");
-    return gpus;
-  }
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t comma = std::min(spec.find(',', start), spec.size());
     const std::optional<int64_t> value =
         ParseInteger(std::string_view(spec).substr(start, comma - start));
-    if (!value || *value < 0) {
+    if (!value || *value < 0 || *value > 1023) {
       throw Error("malformed --gpus '" + spec + "': expected all or GPU numbers like 0,1");
-    }
-    if (*value >= device_count) {
-      throw Error("there is no GPU " + std::to_string(*value) + " (found " +
-                  std::to_string(device_count) + ")");
     }
     if (std::find(gpus.begin(), gpus.end(), *value) != gpus.end()) {
       throw Error("GPU " + std::to_string(*value) + " is named twice in --gpus");
@@ -155,6 +147,23 @@ std::vector<int> SelectGpus(const std::string& spec, int device_count) {
     start = comma + 1;
   }
   return gpus;
+}
+
+std::vector<int> SelectGpus(const std::string& spec, int device_count) {
+  const std::optional<std::vector<int>> listed = ParseGpuList(spec);
+  if (!listed) {
+    std::vector<int> gpus;
+    for (int gpu = 0; gpu < device_count; ++gpu) gpus.push_back(gpu);
+    if (gpus.empty()) throw Error("no GPU is here");
+    return gpus;
+  }
+  for (int gpu : *listed) {
+    if (gpu >= device_count) {
+      throw Error("there is no GPU " + std::to_string(gpu) + " (found " +
+                  std::to_string(device_count) + ")");
+    }
+  }
+  return *listed;
 }
 
 std::vector<std::string> GpuWorkerCommand(const GpuWorkerOptions& options) {

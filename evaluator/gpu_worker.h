@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iosfwd>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ int RunGpuWorker(const GpuWorkerOptions& options, std::istream& in, std::ostream
 // The GPUs named by `--gpus`: "all", or a comma-separated list of ordinals, each of a GPU that
 // is here and named once. Throws evo::Error saying what is wrong.
 std::vector<int> SelectGpus(const std::string& spec, int device_count);
+
+// The list of `--gpus` as written, checked for form and repeats but not against the GPUs that
+// are here; none for "all".
+std::optional<std::vector<int>> ParseGpuList(const std::string& spec);
 
 // The command that starts a worker: `evo worker ...`.
 std::vector<std::string> GpuWorkerCommand(const GpuWorkerOptions& options);

@@ -191,8 +191,9 @@ void RecordingWriter::Append(const RecordedCandidate& candidate) {
 
 ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path, const Manifest& manifest,
                                  const Problem& problem, std::chrono::milliseconds delay,
-                                 std::string_view template_hash)
+                                 std::string_view template_hash, const std::vector<int>& gpus)
     : recording_(ReadRecording(path)), delay_(delay) {
+  if (gpus.empty()) throw Error("a replay needs at least one simulated GPU");
   RecordingHeader& header = recording_.header;
   if (header.template_name == manifest.name) {
     header.problem = CompleteProblem(manifest, header.problem);
@@ -221,6 +222,10 @@ ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path, const Manife
   identity_.notice = "replaying " + std::to_string(recording_.candidates.size()) +
                      " configurations measured on " + header.identity.device + " at " +
                      header.recorded_at + " (" + header.recorded_by + "): nothing runs on a GPU";
+  for (int gpu : gpus) lanes_.push_back({gpu, header.identity.device, ""});
+  if (gpus.size() > 1) {
+    identity_.notice += "; " + std::to_string(gpus.size()) + " simulated GPUs answer it at once";
+  }
   if (!template_hash.empty() && template_hash != header.identity.template_hash) {
     identity_.notice += "; recorded with an earlier version of " + header.template_name + " (" +
                         header.identity.template_hash.substr(0, 12) + ", today " +
@@ -277,18 +282,19 @@ const RecordedCandidate& ReplayEvaluator::Find(const Genome& genome) const {
   return found->second;
 }
 
-CandidateOutcome ReplayEvaluator::Evaluate(const Genome& genome) {
+CandidateOutcome ReplayEvaluator::Evaluate(int /*lane*/, const Genome& genome) {
   const RecordedCandidate& recorded = Find(genome);
   if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
   return recorded.outcome;
 }
 
-GpuVerdict ReplayEvaluator::Remeasure(const Genome& genome) {
+GpuVerdict ReplayEvaluator::Remeasure(int /*lane*/, const Genome& genome) {
   const RecordedCandidate& recorded = Find(genome);
   if (!recorded.outcome.gpu) {
     throw Error("the recording holds no GPU measurement of " + nlohmann::json(genome).dump());
   }
   if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+  std::lock_guard lock(mutex_);
   size_t& turn = remeasured_[genome];
   const size_t index = turn++ % (recorded.remeasurements.size() + 1);
   return index < recorded.remeasurements.size() ? recorded.remeasurements[index]

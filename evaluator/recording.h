@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -63,7 +64,9 @@ class RecordingWriter {
 };
 
 // Answers from a recording instead of a GPU, and says so. `delay` is spent per evaluation, so
-// tests can give a replayed run a GPU-like pace.
+// tests can give a replayed run a GPU-like pace. `gpus` simulates that many GPUs (named by these
+// ordinals, each of the recording's model) answering at once, each lane spending its own
+// delay: a search over several GPUs runs, concurrency and all, where there is none.
 class ReplayEvaluator final : public CandidateEvaluator {
  public:
   // Throws evo::Error when the recording is of another template or problem. A recording made
@@ -75,14 +78,16 @@ class ReplayEvaluator final : public CandidateEvaluator {
   // version says so in the notice (its figures are of the kernel as it was then).
   ReplayEvaluator(const std::filesystem::path& path, const Manifest& manifest,
                   const Problem& problem, std::chrono::milliseconds delay = {},
-                  std::string_view template_hash = {});
+                  std::string_view template_hash = {}, const std::vector<int>& gpus = {0});
 
   const EvaluatorIdentity& identity() const override { return identity_; }
+  const std::vector<GpuIdentity>& lanes() const override { return lanes_; }
   void Prefetch(const std::vector<Genome>&) override {}
+  bool ReadyToMeasure(const Genome&) const override { return true; }
   // Throws evo::Error when the recording holds no such configuration.
-  CandidateOutcome Evaluate(const Genome& genome) override;
+  CandidateOutcome Evaluate(int lane, const Genome& genome) override;
   // The recorded re-measurements in turn, then the first measurement again.
-  GpuVerdict Remeasure(const Genome& genome) override;
+  GpuVerdict Remeasure(int lane, const Genome& genome) override;
 
   size_t size() const { return recording_.candidates.size(); }
 
@@ -98,7 +103,9 @@ class ReplayEvaluator final : public CandidateEvaluator {
   Recording recording_;
   std::vector<std::string> unrecorded_knobs_;  // knobs the recording predates
   EvaluatorIdentity identity_;
+  std::vector<GpuIdentity> lanes_;
   std::chrono::milliseconds delay_;
+  std::mutex mutex_;  // lanes remeasure at once
   std::map<Genome, size_t> remeasured_;
 };
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "evaluator/candidate_outcome.h"
+#include "evaluator/gpu_identity.h"
 #include "kernel_templates/genome.h"
 
 namespace evo {
@@ -33,6 +34,9 @@ struct CandidateRecord {
   // The confirming re-measurement that lets a measured candidate into the elite. Absent for
   // candidates never confirmed.
   std::optional<TimingFigures> confirmation;
+  // The GPU that measured it and confirmed it (the same one). Absent for candidates that never
+  // reached a GPU, and for those stored before runs measured on several.
+  std::optional<GpuIdentity> measured_on;
   std::string created_at;   // ISO 8601, UTC
   std::string finished_at;  // empty while pending
 

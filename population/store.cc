@@ -83,8 +83,7 @@ CREATE TABLE elite (
 );
 )sql";
 
-// The columns a migration adds come last, in the order the migration adds them, so that a
-// migrated file and a fresh one have the same tables (the migration test compares them).
+// Version 2 as it was released; the migration test builds files from it, so it never changes.
 constexpr std::string_view kSchemaVersion2 = R"sql(PRAGMA application_id = 1702260513;
 PRAGMA user_version = 2;
 CREATE TABLE runs (
@@ -149,6 +148,75 @@ CREATE TABLE elite (
 );
 )sql";
 
+// The columns a migration adds come last, in the order the migration adds them, so that a
+// migrated file and a fresh one have the same tables (the migration test compares them).
+constexpr std::string_view kSchemaVersion3 = R"sql(PRAGMA application_id = 1702260513;
+PRAGMA user_version = 3;
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  template_name TEXT NOT NULL,
+  template_hash TEXT NOT NULL,
+  problem TEXT NOT NULL,
+  arch TEXT NOT NULL,
+  device TEXT NOT NULL,
+  evaluator TEXT NOT NULL,
+  driver_version TEXT NOT NULL,
+  nvrtc_version TEXT NOT NULL,
+  evo_version TEXT NOT NULL,
+  seed TEXT NOT NULL,
+  budget INTEGER NOT NULL,
+  elite_size INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('running', 'paused', 'finished')),
+  stop_reason TEXT NOT NULL DEFAULT '',
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  generation_size INTEGER NOT NULL DEFAULT 16,
+  patience INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE candidates (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs (id),
+  config_id TEXT NOT NULL,
+  genome TEXT NOT NULL,
+  generation INTEGER NOT NULL,
+  operator TEXT NOT NULL,
+  parent1 INTEGER REFERENCES candidates (id),
+  parent2 INTEGER REFERENCES candidates (id),
+  state TEXT NOT NULL CHECK (state IN ('pending', 'finished')),
+  status TEXT,
+  reason TEXT,
+  registers INTEGER,
+  spill_stores INTEGER,
+  spill_loads INTEGER,
+  smem_static INTEGER,
+  dynamic_smem INTEGER,
+  threads INTEGER,
+  compile_ms REAL,
+  max_abs_error REAL,
+  median_us REAL,
+  p10_us REAL,
+  p90_us REAL,
+  tflops REAL,
+  outcome_json TEXT,
+  created_at TEXT NOT NULL,
+  finished_at TEXT,
+  confirm_median_us REAL,
+  confirm_p10_us REAL,
+  confirm_p90_us REAL,
+  confirmation_json TEXT,
+  gpu INTEGER,
+  gpu_name TEXT,
+  gpu_uuid TEXT,
+  UNIQUE (run_id, config_id)
+);
+CREATE TABLE elite (
+  run_id INTEGER NOT NULL REFERENCES runs (id),
+  rank INTEGER NOT NULL,
+  candidate_id INTEGER NOT NULL REFERENCES candidates (id),
+  PRIMARY KEY (run_id, rank)
+);
+)sql";
+
 constexpr std::string_view kMigrateVersion1To2 = R"sql(
 ALTER TABLE runs ADD COLUMN generation_size INTEGER NOT NULL DEFAULT 16;
 ALTER TABLE runs ADD COLUMN patience INTEGER NOT NULL DEFAULT 0;
@@ -159,9 +227,18 @@ ALTER TABLE candidates ADD COLUMN confirmation_json TEXT;
 PRAGMA user_version = 2;
 )sql";
 
+// The GPU that measured each candidate (a run may measure on several); older candidates have
+// none, which is what NULL says.
+constexpr std::string_view kMigrateVersion2To3 = R"sql(
+ALTER TABLE candidates ADD COLUMN gpu INTEGER;
+ALTER TABLE candidates ADD COLUMN gpu_name TEXT;
+ALTER TABLE candidates ADD COLUMN gpu_uuid TEXT;
+PRAGMA user_version = 3;
+)sql";
+
 static_assert(PopulationStore::kApplicationId == 1702260513,
               "the schema texts spell the application id in decimal");
-static_assert(PopulationStore::kSchemaVersion == 2, "a new schema needs its text and migration");
+static_assert(PopulationStore::kSchemaVersion == 3, "a new schema needs its text and migration");
 static_assert(kMigratedGenerationSize == 16 && kMigratedPatience == 0,
               "the migration's column defaults spell these out");
 
@@ -372,8 +449,9 @@ std::string CandidateSelect(int schema_version) {
   return std::string(
              "SELECT candidates.id, candidates.run_id, config_id, genome, generation, operator, "
              "parent1, parent2, state, outcome_json, ") +
-         (schema_version >= 2 ? "confirmation_json" : "NULL") +
-         ", created_at, finished_at FROM candidates ";
+         (schema_version >= 2 ? "confirmation_json" : "NULL") + ", created_at, finished_at, " +
+         (schema_version >= 3 ? "gpu, gpu_name, gpu_uuid" : "NULL, NULL, NULL") +
+         " FROM candidates ";
 }
 
 std::optional<int64_t> OptionalInt(const sqlite::Statement& row, int column) {
@@ -413,6 +491,10 @@ CandidateRecord ReadCandidate(const sqlite::Statement& row, const fs::path& path
   }
   candidate.created_at = row.ColumnText(11);
   candidate.finished_at = row.ColumnText(12);
+  if (!row.ColumnIsNull(13)) {
+    candidate.measured_on =
+        GpuIdentity{static_cast<int>(row.ColumnInt(13)), row.ColumnText(14), row.ColumnText(15)};
+  }
   return candidate;
 }
 
@@ -449,7 +531,7 @@ void CreateSchema(sqlite::Database& db) {
     }
     throw Error("database " + Quoted(db.path()) + " was changed by another program while opening");
   }
-  db.Execute(kSchemaVersion2);
+  db.Execute(kSchemaVersion3);
   transaction.Commit();
 }
 
@@ -470,6 +552,7 @@ std::optional<RunState> RunStateFromString(std::string_view name) {
 }
 
 std::string_view SchemaVersion1Sql() { return kSchemaVersion1; }
+std::string_view SchemaVersion2Sql() { return kSchemaVersion2; }
 
 std::vector<CandidateRecord> SelectElite(const std::vector<CandidateRecord>& candidates,
                                          int elite_size) {
@@ -516,16 +599,19 @@ void PopulationStore::Migrate() {
   // Another evo may have migrated it since the check; the transaction now holds the file.
   const int64_t version = QueryInt(db_, "PRAGMA user_version");
   if (version == kSchemaVersion) return;
-  if (version != 1) {
+  if (version != 1 && version != 2) {
     throw Error("database " + Quoted(path()) + " has schema " + std::to_string(version) +
                 ", which this evo cannot migrate");
   }
-  db_.Execute(kMigrateVersion1To2);
+  if (version == 1) db_.Execute(kMigrateVersion1To2);
+  db_.Execute(kMigrateVersion2To3);
   schema_version_ = kSchemaVersion;
-  // Version 1 had no confirmation, so its elites do not follow today's rule; the elite is what
-  // the stored candidates imply, and now recomputed from them.
-  for (const RunRecord& run : Runs()) {
-    WriteElite(db_, run.id, SelectElite(Candidates(run.id), run.spec.elite_size));
+  if (version == 1) {
+    // Version 1 had no confirmation, so its elites do not follow today's rule; the elite is what
+    // the stored candidates imply, and now recomputed from them.
+    for (const RunRecord& run : Runs()) {
+      WriteElite(db_, run.id, SelectElite(Candidates(run.id), run.spec.elite_size));
+    }
   }
   transaction.Commit();
 }
@@ -649,7 +735,8 @@ std::vector<int64_t> PopulationStore::AddPending(
 }
 
 void PopulationStore::Finish(int64_t candidate_id, const CandidateOutcome& outcome,
-                             const std::optional<TimingFigures>& confirmation) {
+                             const std::optional<TimingFigures>& confirmation,
+                             const std::optional<GpuIdentity>& measured_on) {
   sqlite::Transaction transaction(db_);
   int64_t run_id = 0;
   {
@@ -687,7 +774,7 @@ void PopulationStore::Finish(int64_t candidate_id, const CandidateOutcome& outco
       "spill_stores = ?, spill_loads = ?, smem_static = ?, dynamic_smem = ?, threads = ?, "
       "compile_ms = ?, max_abs_error = ?, median_us = ?, p10_us = ?, p90_us = ?, tflops = ?, "
       "outcome_json = ?, confirm_median_us = ?, confirm_p10_us = ?, confirm_p90_us = ?, "
-      "confirmation_json = ?, finished_at = ? WHERE id = ?");
+      "confirmation_json = ?, finished_at = ?, gpu = ?, gpu_name = ?, gpu_uuid = ? WHERE id = ?");
   update.Bind(1, ToString(outcome.status))
       .Bind(2, outcome.reason)
       .Bind(3, resources ? std::optional<int64_t>(resources->registers) : std::nullopt)
@@ -710,7 +797,10 @@ void PopulationStore::Finish(int64_t candidate_id, const CandidateOutcome& outco
       .Bind(19, confirmed ? std::optional<std::string>(TimingFiguresToJson(*confirmed).dump())
                           : std::nullopt)
       .Bind(20, now)
-      .Bind(21, candidate_id)
+      .Bind(21, measured_on ? std::optional<int64_t>(measured_on->ordinal) : std::nullopt)
+      .Bind(22, measured_on ? std::optional<std::string>(measured_on->name) : std::nullopt)
+      .Bind(23, measured_on ? std::optional<std::string>(measured_on->uuid) : std::nullopt)
+      .Bind(24, candidate_id)
       .Step();
   TouchRun(db_, run_id, now);
 

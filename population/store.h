@@ -61,7 +61,7 @@ struct RunRecord {
 // schema gives evo::Error saying so, and the file is left exactly as it was.
 class PopulationStore {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   static constexpr int32_t kApplicationId = 0x65766f21;  // "evo!"
 
   enum class Access { kReadWrite, kReadOnly };
@@ -86,11 +86,12 @@ class PopulationStore {
   std::vector<int64_t> AddPending(int64_t run_id, int generation,
                                   const std::vector<std::pair<std::string, Proposal>>& proposals);
 
-  // One transaction per finished candidate: its outcome and confirmation, and the run's elite
-  // recomputed from every stored candidate (SelectElite). Throws when the candidate is unknown
-  // or already finished.
+  // One transaction per finished candidate: its outcome and confirmation, the GPU that measured
+  // both (none when it never reached one), and the run's elite recomputed from every stored
+  // candidate (SelectElite). Throws when the candidate is unknown or already finished.
   void Finish(int64_t candidate_id, const CandidateOutcome& outcome,
-              const std::optional<TimingFigures>& confirmation);
+              const std::optional<TimingFigures>& confirmation,
+              const std::optional<GpuIdentity>& measured_on = std::nullopt);
 
   std::vector<CandidateRecord> Candidates(int64_t run_id);  // by id
   std::optional<CandidateRecord> FindCandidate(int64_t candidate_id);
@@ -111,7 +112,9 @@ class PopulationStore {
 std::vector<CandidateRecord> SelectElite(const std::vector<CandidateRecord>& candidates,
                                          int elite_size);
 
-// The SQL that created schema version 1, kept so that the migration from it stays tested.
+// The SQL that created schema versions 1 and 2, kept so that the migrations from them stay
+// tested.
 std::string_view SchemaVersion1Sql();
+std::string_view SchemaVersion2Sql();
 
 }  // namespace evo

@@ -13,12 +13,25 @@
 // "slow_ok" (200 ms, then ok), "partial_crash" (half a reply, then SIGSEGV), "close_stdout"
 // (close stdout, then hang), "extra_line" (ok, then a line nobody asked for), "log"
 // (payload.text to stderr, then ok).
+//
+// With --gates it stands in for `evo worker` on a GPU instead, for the search's tests over
+// several GPUs: an evaluate request (the payload evo sends a GPU worker) is answered with a
+// verdict of the payload's genome, measured (a median from a hash of the genome, so every worker
+// answers alike) or, for a few genomes, incorrect; a reference request with a reference timing.
+//   --device N               the GPU it stands for (what `evo worker --device N` is given)
+//   --sleep-ms N             the time each evaluation takes
+//   --crash-when K=V[,K=V]   crash on genomes with these knob values (repeatable: any of them)
+//   --hang-when K=V[,K=V]    hang on them (repeatable)
+//   --crash-every N          crash on every Nth evaluation of this process
+//   --hang-every N           hang on every Nth evaluation of this process
+//   --log PATH               append "DEVICE GENOME" for every evaluation, before it behaves
 
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -27,6 +40,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -37,6 +52,16 @@ struct Flags {
   bool hang_on_health = false;
   std::string start_count_file;
   long healthy_starts = -1;
+  // --gates
+  bool gates = false;
+  long device = 0;
+  long sleep_ms = 0;
+  // Each a conjunction of knob values.
+  std::vector<std::vector<std::pair<std::string, long>>> crash_when;
+  std::vector<std::vector<std::pair<std::string, long>>> hang_when;
+  long crash_every = 0;
+  long hang_every = 0;
+  std::string log;
 };
 
 [[noreturn]] void HangForever() {
@@ -109,6 +134,98 @@ void Evaluate(uint64_t id, const json& payload) {
   }
 }
 
+// FNV-1a: the same figures in every process and on every machine.
+uint64_t Hash(const std::string& text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+bool Matches(const json& genome,
+             const std::vector<std::vector<std::pair<std::string, long>>>& conditions) {
+  for (const auto& settings : conditions) {
+    bool all = true;
+    for (const auto& [knob, value] : settings) {
+      all = all && genome.contains(knob) && genome[knob].get<long>() == value;
+    }
+    if (all) return true;
+  }
+  return false;
+}
+
+// As evo's GpuVerdictToJson writes one.
+json Verdict(const json& genome) {
+  const uint64_t hash = Hash(genome.dump());
+  const bool correct = hash % 13 != 0;
+  const double median = 20.0 + static_cast<double>(hash % 1000) / 10.0;
+  json verdict = {{"status", correct ? "measured" : "incorrect"},
+                  {"error", ""},
+                  {"poisoned", false},
+                  {"correctness",
+                   {{"passed", correct},
+                    {"checks", 3},
+                    {"max_abs_error", correct ? 0.001 : 0.5},
+                    {"mean_abs_error", 0.0001},
+                    {"fraction_over_tolerance", correct ? 0.0 : 0.1},
+                    {"elements", 1000},
+                    {"over_tolerance", correct ? 0 : 100},
+                    {"non_finite", 0},
+                    {"max_abs_reference", 1.0},
+                    {"failure", correct ? "" : "100 elements over tolerance"},
+                    {"atol", 0.001},
+                    {"rtol", 0.01}}}};
+  if (correct) {
+    verdict["timing"] = {
+        {"median_us", median},     {"p10_us", median * 0.99}, {"p90_us", median * 1.01},
+        {"min_us", median * 0.98}, {"repetitions", 10},       {"launches_per_repetition", 1},
+        {"settled", true},         {"l2_flushed", false},     {"tflops", 100.0},
+        {"recheck_passed", true},  {"sm_clock_mhz", 1755.0}};
+  }
+  return verdict;
+}
+
+void EvaluateAsGates(uint64_t id, const json& payload, const Flags& flags, long evaluation) {
+  if (payload.value("reference_only", false)) {
+    Ok(id, {{"task_ms", 1.0}, {"all_ms", 5.0}, {"runs", 3}});
+    return;
+  }
+  const json genome = payload.value("genome", json::object());
+  if (!flags.log.empty()) {
+    std::ofstream(flags.log, std::ios::app) << flags.device << " " << genome.dump() << "\n";
+  }
+  if (flags.sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(flags.sleep_ms));
+  if (Matches(genome, flags.crash_when) ||
+      (flags.crash_every > 0 && evaluation % flags.crash_every == 0)) {
+    Crash();
+  }
+  if (Matches(genome, flags.hang_when) ||
+      (flags.hang_every > 0 && evaluation % flags.hang_every == 0)) {
+    HangForever();
+  }
+  Ok(id, Verdict(genome));
+}
+
+// "K=V,K=V" as one more condition.
+bool ParseSettings(const std::string& text,
+                   std::vector<std::vector<std::pair<std::string, long>>>& conditions) {
+  std::vector<std::pair<std::string, long>> settings;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string setting = text.substr(start, comma - start);
+    const size_t equals = setting.find('=');
+    if (equals == std::string::npos) return false;
+    settings.emplace_back(setting.substr(0, equals), std::atol(setting.c_str() + equals + 1));
+    start = comma + 1;
+  }
+  if (settings.empty()) return false;
+  conditions.push_back(std::move(settings));
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +241,23 @@ int main(int argc, char** argv) {
       flags.start_count_file = argv[++i];
     } else if (flag == "--healthy-starts" && has_value) {
       flags.healthy_starts = std::atol(argv[++i]);
+    } else if (flag == "--gates") {
+      flags.gates = true;
+    } else if (flag == "--device" && has_value) {
+      flags.device = std::atol(argv[++i]);
+    } else if (flag == "--sleep-ms" && has_value) {
+      flags.sleep_ms = std::atol(argv[++i]);
+    } else if (flag == "--crash-when" && has_value &&
+               ParseSettings(argv[i + 1], flags.crash_when)) {
+      ++i;
+    } else if (flag == "--hang-when" && has_value && ParseSettings(argv[i + 1], flags.hang_when)) {
+      ++i;
+    } else if (flag == "--crash-every" && has_value) {
+      flags.crash_every = std::atol(argv[++i]);
+    } else if (flag == "--hang-every" && has_value) {
+      flags.hang_every = std::atol(argv[++i]);
+    } else if (flag == "--log" && has_value) {
+      flags.log = argv[++i];
     } else {
       std::cerr << "fake worker: bad argument '" << flag << "'\n";
       return 2;
@@ -131,6 +265,7 @@ int main(int argc, char** argv) {
   }
   const long start = flags.start_count_file.empty() ? 1 : CountStart(flags.start_count_file);
 
+  long evaluations = 0;
   std::string line;
   while (std::getline(std::cin, line)) {
     const json request = json::parse(line, nullptr, false);
@@ -146,8 +281,10 @@ int main(int argc, char** argv) {
       if (!flags.health_error.empty()) {
         Fail(id, flags.health_error, false);
       } else {
-        Ok(id, {{"pid", ::getpid()}});
+        Ok(id, {{"pid", ::getpid()}, {"device", "Fake GPU " + std::to_string(flags.device)}});
       }
+    } else if (type == "evaluate" && flags.gates) {
+      EvaluateAsGates(id, request.value("payload", json::object()), flags, ++evaluations);
     } else if (type == "evaluate") {
       Evaluate(id, request.value("payload", json::object()));
     } else {

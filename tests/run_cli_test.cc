@@ -2,11 +2,13 @@
 
 #include <catch2/catch.hpp>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "common/error.h"
 #include "common/files.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "evaluator/subprocess.h"
@@ -354,6 +356,157 @@ TEST_CASE("kill -9 at random moments, resume each time: exact budget, no repeats
   REQUIRE(elite.size() == 3);
   for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
   // Resuming changed nothing the search decided: it is the uninterrupted run's.
+  CHECK(StoredGenomes(db, 1) == StoredGenomes(reference_db, 1));
+}
+
+TEST_CASE("evo run --gpus: a bad list is refused before a database is made", "[cli][run][gpus]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"0,0", "GPU 0 is named twice in --gpus"},
+      {"1,2,1", "GPU 1 is named twice in --gpus"},
+      {"x", "malformed --gpus 'x'"},
+      {"", "malformed --gpus ''"},
+      {"0,", "malformed --gpus '0,'"},
+      {"-1", "malformed --gpus '-1'"},
+      {"0;1", "malformed --gpus '0;1'"}};
+  for (const auto& [list, message] : cases) {
+    INFO("--gpus '" << list << "'");
+    for (const bool replay : {false, true}) {
+      std::vector<std::string> args = {"run", "--db", db.string(), "--gpus", list};
+      if (replay) args.insert(args.end(), {"--replay", test::H100Recording().string()});
+      const auto result = RunEvo(args, dir.path());
+      CHECK(result.exit_code == 2);
+      CHECK_THAT(result.err, Catch::Contains(message));
+      CHECK_FALSE(std::filesystem::exists(db));
+    }
+  }
+  const auto tune =
+      RunEvo({"tune", "--shape", "2,8,512,64", "--db", db.string(), "--gpus", "3,3"}, dir.path());
+  CHECK(tune.exit_code == 2);
+  CHECK_THAT(tune.err, Catch::Contains("GPU 3 is named twice in --gpus"));
+  CHECK_FALSE(std::filesystem::exists(db));
+  if (!test::HaveGpuDriver()) {
+    // A well-formed list where there is no GPU: said plainly, nothing stored.
+    const auto none = RunEvo({"run", "--db", db.string(), "--gpus", "0,1"}, dir.path());
+    CHECK(none.exit_code == 2);
+    CHECK_THAT(none.err, Catch::Contains("no GPU"));
+    CHECK_FALSE(std::filesystem::exists(db));
+  }
+}
+
+TEST_CASE("evo run --replay --gpus 0,1,2: three simulated GPUs, each candidate's GPU stored",
+          "[cli][run][gpus]") {
+  test::TempDir dir;
+  const auto one_db = dir.path() / "one.db";
+  REQUIRE(RunEvo(ReplayRun(one_db, 40, 8), dir.path()).exit_code == 0);
+  const auto db = dir.path() / "three.db";
+  auto args = ReplayRun(db, 40, 8);
+  args.insert(args.end(), {"--gpus", "0,1,2", "--replay-delay-ms", "2"});
+  const auto run = RunEvo(args, dir.path());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.err, Catch::Contains("3 simulated GPUs answer it at once"));
+  CHECK_THAT(run.err, Catch::Contains("3 GPUs (0, 1, 2)"));
+  CHECK_THAT(run.err, Catch::Contains("candidates measured on GPU 0: "));
+  CHECK_THAT(run.err, Catch::Contains("run 1 stopped: budget reached; 40 of 40 evaluated"));
+  CHECK(StoredGenomes(db, 1) == StoredGenomes(one_db, 1));
+
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  int64_t measured_id = 0;
+  std::set<int> gpus;
+  for (const CandidateRecord& c : store.Candidates(1)) {
+    if (!c.measured_on) continue;
+    gpus.insert(c.measured_on->ordinal);
+    if (c.outcome.status == Status::kMeasured) measured_id = c.id;
+  }
+  CHECK(gpus == std::set<int>{0, 1, 2});
+  REQUIRE(measured_id > 0);
+  const auto json =
+      RunEvo({"show", "candidate", std::to_string(measured_id), "--db", db.string(), "--json"},
+             dir.path());
+  REQUIRE(json.exit_code == 0);
+  const auto candidate = nlohmann::json::parse(json.out);
+  CHECK(candidate["gpu"]["name"] == "NVIDIA H100 80GB HBM3");
+  CHECK(gpus.count(candidate["gpu"]["ordinal"].get<int>()) == 1);
+  const auto text =
+      RunEvo({"show", "candidate", std::to_string(measured_id), "--db", db.string()}, dir.path());
+  CHECK_THAT(text.out, Catch::Contains("  gpu:       ") && Catch::Contains("NVIDIA H100"));
+}
+
+TEST_CASE("kill -9 of a run on three simulated GPUs resumes into the one-GPU search",
+          "[cli][run][kill][gpus]") {
+  test::TempDir dir;
+  constexpr int kBudget = 96;
+  const auto reference_db = dir.path() / "whole.db";
+  REQUIRE(RunEvo(ReplayRun(reference_db, kBudget, 91), dir.path()).exit_code == 0);
+
+  const auto db = dir.path() / "killed.db";
+  auto args = ReplayRun(db, kBudget, 91);
+  args.insert(args.begin(), test::EvoBinary().string());
+  args.insert(args.end(), {"--gpus", "0,1,2", "--replay-delay-ms", "15"});
+  SubprocessOptions quiet;
+  quiet.stderr_path = dir.path() / "runs.err";
+  // A kill may land while the file is being created: empty, or without its schema yet.
+  const auto open = [&]() -> std::unique_ptr<PopulationStore> {
+    try {
+      return std::make_unique<PopulationStore>(db, PopulationStore::Access::kReadOnly);
+    } catch (const Error&) {
+      return nullptr;
+    }
+  };
+  const auto finished_now = [&]() -> int64_t {
+    const auto store = open();
+    return !store || store->Runs().empty() ? 0 : store->FindRun(1)->finished_candidates;
+  };
+  std::mt19937 random(2027);
+  int kills = 0;
+  int64_t last_count = 0;
+  bool finished = false;
+  for (int attempt = 0; attempt < 100 && !finished; ++attempt) {
+    Subprocess run(args, quiet);
+    if (kills < 8) {
+      // A few candidates into this attempt's work, whatever the lanes are doing then.
+      const int64_t target = last_count + std::uniform_int_distribution<int>(2, 12)(random);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!run.TryWait() && finished_now() < target &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(std::uniform_int_distribution<int>(1, 10)(random)));
+      }
+    }
+    if (kills >= 8 || run.TryWait()) {
+      const ExitStatus status = run.Wait();
+      REQUIRE(status.exited());
+      REQUIRE(status.code == 0);
+      finished = true;
+    } else {
+      run.Kill();
+      ++kills;
+    }
+    const auto store = open();
+    if (!store || store->Runs().empty()) continue;
+    const RunRecord stored = *store->FindRun(1);
+    CHECK(stored.finished_candidates >= last_count);
+    last_count = stored.finished_candidates;
+    CHECK(stored.finished_candidates + stored.pending_candidates <= kBudget);
+    const std::vector<CandidateRecord> candidates = store->Candidates(1);
+    const std::vector<CandidateRecord> elite = store->Elite(1);
+    const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+    REQUIRE(elite.size() == expected.size());
+    for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+  }
+  REQUIRE(finished);
+  CHECK(kills == 8);
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  const std::vector<CandidateRecord> candidates = store.Candidates(1);
+  CHECK(candidates.size() == kBudget);
+  std::set<Genome> unique;
+  for (const CandidateRecord& c : candidates) {
+    CHECK(c.state == CandidateState::kFinished);
+    unique.insert(c.proposal.genome);
+  }
+  CHECK(unique.size() == kBudget);
   CHECK(StoredGenomes(db, 1) == StoredGenomes(reference_db, 1));
 }
 

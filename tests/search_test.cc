@@ -1,6 +1,8 @@
 #include "engine/search.h"
 
 #include <catch2/catch.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/error.h"
@@ -14,11 +16,13 @@ namespace {
 // A run of sdpa_fp16 at the recording's shape, answered by replaying the H100 sweep.
 class ReplayedRun {
  public:
-  explicit ReplayedRun(uint64_t seed, int64_t budget = 100, int patience = 0)
+  // `gpus`: the simulated GPUs that answer at once, each taking `delay` per measurement.
+  explicit ReplayedRun(uint64_t seed, int64_t budget = 100, int patience = 0,
+                       const std::vector<int>& gpus = {0}, std::chrono::milliseconds delay = {})
       : library_(TemplateLibrary::Load({})),
         kernel_template_(library_.Find("sdpa_fp16")),
         problem_(DefaultProblem(kernel_template_.manifest)),
-        replay_(test::H100Recording(), kernel_template_.manifest, problem_),
+        replay_(test::H100Recording(), kernel_template_.manifest, problem_, delay, {}, gpus),
         searched_(replay_.RecordedSpace(kernel_template_.manifest)),
         space_(searched_, problem_, ArchByName(replay_.identity().arch)),
         store_(dir_.path() / "evo.db", PopulationStore::Access::kReadWrite) {
@@ -46,6 +50,22 @@ class ReplayedRun {
           if (stop_after >= 0 && ++seen >= stop_after) stop = true;
         },
         stop);
+  }
+
+  // Everything the search decided, to compare two runs: each candidate's genome, provenance,
+  // outcome and confirmation, and the elite.
+  std::string Decisions() {
+    std::string text;
+    for (const CandidateRecord& c : store_.Candidates(run_id_)) {
+      text += std::to_string(c.id) + " g" + std::to_string(c.generation) + " " +
+              nlohmann::json(c.proposal.genome).dump() + " " + c.proposal.operator_name + " " +
+              std::string(ToString(c.outcome.status)) + " " + c.outcome.reason;
+      if (c.confirmation) text += " confirmed " + std::to_string(c.confirmation->median_us);
+      text += "\n";
+    }
+    text += "elite";
+    for (const CandidateRecord& c : store_.Elite(run_id_)) text += " " + std::to_string(c.id);
+    return text;
   }
 
   std::vector<Genome> Genomes() {
@@ -145,6 +165,56 @@ TEST_CASE("a stopped run resumes into the very search the uninterrupted one make
   CHECK(pieces.store().FindRun(pieces.run_id())->pending_candidates == 0);
 }
 
+TEST_CASE("three simulated GPUs make the one-GPU search: candidates, outcomes, elite",
+          "[search][gpus]") {
+  ReplayedRun one(12, 96);
+  ReplayedRun three(12, 96, 0, {0, 1, 2}, std::chrono::milliseconds(1));
+  CHECK(one.Run().reason == StopReason::kBudget);
+  const SearchSummary summary = three.Run();
+  CHECK(summary.reason == StopReason::kBudget);
+  CHECK(summary.evaluated_now == 96);
+  CHECK(three.Decisions() == one.Decisions());
+  std::map<int, int> per_gpu;
+  for (const CandidateRecord& c : three.store().Candidates(three.run_id())) {
+    REQUIRE(c.measured_on.has_value() == c.outcome.gpu.has_value());
+    if (c.measured_on) ++per_gpu[c.measured_on->ordinal];
+  }
+  CHECK(per_gpu.size() == 3);
+  for (const CandidateRecord& c : one.store().Candidates(one.run_id())) {
+    if (c.measured_on) CHECK(c.measured_on->ordinal == 0);
+  }
+}
+
+TEST_CASE("a search on simulated GPUs, stopped mid-generation, resumes into the one-GPU search",
+          "[search][gpus]") {
+  ReplayedRun whole(21, 80);
+  whole.Run();
+  ReplayedRun pieces(21, 80, 0, {0, 1, 2, 3}, std::chrono::milliseconds(1));
+  for (int64_t stop_after : {5, 13, 1, 30}) {
+    const SearchSummary summary = pieces.Run({}, stop_after);
+    CHECK(summary.reason == StopReason::kInterrupted);
+    const RunRecord stored = *pieces.store().FindRun(pieces.run_id());
+    CHECK(stored.state == RunState::kPaused);
+    CHECK(stored.finished_candidates + stored.pending_candidates <= 80);
+  }
+  CHECK(pieces.Run().reason == StopReason::kBudget);
+  CHECK(pieces.Decisions() == whole.Decisions());
+}
+
+TEST_CASE("two simulated GPUs measure a search at about twice the rate of one", "[search][gpus]") {
+  const auto seconds = [](const std::vector<int>& gpus) {
+    ReplayedRun run(31, 48, 0, gpus, std::chrono::milliseconds(80));
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(run.Run().reason == StopReason::kBudget);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const double one = seconds({0});
+  const double two = seconds({0, 1});
+  INFO("one GPU " << one << " s, two " << two << " s");
+  // Ideal is 2; the proposals between generations and the generations' tails cost the rest.
+  CHECK(one / two > 1.4);
+}
+
 TEST_CASE("a larger budget extends a finished run", "[search]") {
   ReplayedRun run(3, 20);
   CHECK(run.Run().reason == StopReason::kBudget);
@@ -209,7 +279,7 @@ TEST_CASE("the replay refuses configurations and tasks it has no measurement of"
   CHECK(replay.size() > 100);
   Genome unknown = DefaultGenome(manifest);
   unknown["BLOCK_M"] = 3;
-  CHECK_THROWS_WITH(replay.Evaluate(unknown), Catch::Contains("holds no measurement"));
+  CHECK_THROWS_WITH(replay.Evaluate(0, unknown), Catch::Contains("holds no measurement"));
   problem["S_q"] = 1024;
   CHECK_THROWS_WITH(ReplayEvaluator(test::H100Recording(), manifest, problem),
                     Catch::Contains("is of sdpa_fp16"));

@@ -608,6 +608,144 @@ TEST_CASE("store: a schema 1 file is read as it is and migrated when written", "
   CHECK(store.FindCandidate(2)->confirmation->median_us == 5.0);
 }
 
+// Every row of `table`, each value quoted by SQLite (reals exactly), over the columns the table
+// has in `columns_of` (a file of an older schema, whose columns a migration keeps first).
+std::string TableRows(const fs::path& path, const std::string& table, const fs::path& columns_of) {
+  std::vector<std::string> columns;
+  {
+    sqlite::Database db(columns_of, sqlite::Database::Mode::kReadOnly);
+    auto info = db.Prepare("PRAGMA table_info(" + table + ")");
+    while (info.Step()) columns.push_back(info.ColumnText(1));
+  }
+  std::string select;
+  for (const std::string& column : columns) {
+    select += (select.empty() ? "" : " || '|' || ") + std::string("quote(") + column + ")";
+  }
+  sqlite::Database db(path, sqlite::Database::Mode::kReadOnly);
+  auto rows = db.Prepare("SELECT " + select + " FROM " + table + " ORDER BY rowid");
+  std::string text;
+  while (rows.Step()) text += rows.ColumnText(0) + "\n";
+  return text;
+}
+
+TEST_CASE("store: the GPU that measured a candidate is stored with it", "[store][gpus]") {
+  test::TempDir dir;
+  const fs::path path = dir.path() / "evo.db";
+  PopulationStore store(path, Access::kReadWrite);
+  const int64_t run_id = store.CreateRun(MakeSpec());
+  const std::vector<int64_t> ids = store.AddPending(
+      run_id, 0,
+      {{"cfg-a", MakeProposal(64)}, {"cfg-b", MakeProposal(128)}, {"cfg-c", MakeProposal(32)}});
+  const GpuIdentity second{1, "NVIDIA H100 80GB HBM3", "GPU-8c2a1f3e-0000-1111-2222-333344445555"};
+  store.Finish(ids[0], MakeOutcome(Status::kMeasured), MakeTiming(30.0), second);
+  store.Finish(ids[1], MakeOutcome(Status::kCompileError), std::nullopt, std::nullopt);
+  store.Finish(ids[2], MakeOutcome(Status::kTimeout), std::nullopt,
+               GpuIdentity{0, "NVIDIA H100 80GB HBM3", ""});
+
+  const CandidateRecord measured = *store.FindCandidate(ids[0]);
+  REQUIRE(measured.measured_on.has_value());
+  CHECK(*measured.measured_on == second);
+  CHECK(!store.FindCandidate(ids[1])->measured_on);
+  CHECK(store.FindCandidate(ids[2])->measured_on->ordinal == 0);
+  CHECK(store.FindCandidate(ids[2])->measured_on->uuid.empty());
+  CHECK(store.Elite(run_id).front().measured_on == second);
+
+  // Columns of their own, for queries.
+  sqlite::Database raw(path, sqlite::Database::Mode::kReadOnly);
+  auto row = raw.Prepare("SELECT gpu, gpu_name, gpu_uuid FROM candidates ORDER BY id");
+  REQUIRE(row.Step());
+  CHECK(row.ColumnInt(0) == 1);
+  CHECK(row.ColumnText(1) == "NVIDIA H100 80GB HBM3");
+  CHECK(row.ColumnText(2) == second.uuid);
+  REQUIRE(row.Step());
+  CHECK(row.ColumnIsNull(0));
+  CHECK(row.ColumnIsNull(1));
+}
+
+// A file as evo's schema 2 left it: a run with a measured and confirmed candidate in its elite,
+// a slow one and a pending one.
+void WriteVersion2File(const fs::path& path) {
+  sqlite::Database db(path, sqlite::Database::Mode::kReadWriteCreate);
+  db.Execute(SchemaVersion2Sql());
+  db.Execute(
+      "INSERT INTO runs (template_name, template_hash, problem, arch, device, evaluator, "
+      "driver_version, nvrtc_version, evo_version, seed, budget, elite_size, state, stop_reason, "
+      "created_at, updated_at, generation_size, patience) VALUES ('sdpa_fp16', 'abc', "
+      "'{\"B\":1,\"D\":64}', 'sm_90', 'NVIDIA H100 80GB HBM3', 'gpu', '13.0', '13.0.48', '0.1.0', "
+      "'7', 30, 3, 'running', '', '2026-01-02T03:04:05.678Z', '2026-01-02T04:00:00.000Z', 8, 2)");
+  const CandidateOutcome measured = MakeOutcome(Status::kMeasured, 41.0 / 3.0);
+  db.Prepare(
+        "INSERT INTO candidates (run_id, config_id, genome, generation, operator, state, status, "
+        "reason, registers, median_us, outcome_json, created_at, finished_at, confirm_median_us, "
+        "confirmation_json) VALUES (1, 'cfg-m', '{\"BLOCK_N\":64}', 0, 'default', 'finished', "
+        "'measured', '', 168, ?, ?, '2026-01-02T03:05:00.000Z', '2026-01-02T03:06:00.000Z', ?, ?)")
+      .Bind(1, measured.timing()->median_us)
+      .Bind(2, CandidateOutcomeToJson(measured).dump())
+      .Bind(3, 43.0 / 3.0)
+      .Bind(4, TimingFiguresToJson(MakeTiming(43.0 / 3.0)).dump())
+      .Step();
+  db.Prepare(
+        "INSERT INTO candidates (run_id, config_id, genome, generation, operator, state, status, "
+        "reason, outcome_json, created_at, finished_at) VALUES (1, 'cfg-s', '{\"BLOCK_N\":16}', 0, "
+        "'random', 'finished', 'slow', 'over 3x', ?, '2026-01-02T03:07:00.000Z', "
+        "'2026-01-02T03:07:30.000Z')")
+      .Bind(1, CandidateOutcomeToJson(MakeOutcome(Status::kSlow, 200.0)).dump())
+      .Step();
+  db.Execute(
+      "INSERT INTO candidates (run_id, config_id, genome, generation, operator, state, "
+      "created_at) VALUES (1, 'cfg-p', '{\"BLOCK_N\":128}', 1, 'random', 'pending', "
+      "'2026-01-02T03:08:00.000Z')");
+  db.Execute("INSERT INTO elite (run_id, rank, candidate_id) VALUES (1, 1, 1)");
+}
+
+TEST_CASE("store: a schema 2 file is read as it is and migrated to 3 with every value kept",
+          "[store][gpus]") {
+  test::TempDir dir;
+  const fs::path path = dir.path() / "v2.db";
+  WriteVersion2File(path);
+  const fs::path original = dir.path() / "v2-original.db";
+  fs::copy_file(path, original);
+  const std::string v2_bytes = ReadFile(path);
+
+  {
+    PopulationStore reader(path, Access::kReadOnly);
+    CHECK(reader.opened_schema_version() == 2);
+    const std::vector<CandidateRecord> candidates = reader.Candidates(1);
+    REQUIRE(candidates.size() == 3);
+    for (const CandidateRecord& c : candidates) CHECK(!c.measured_on);
+    CHECK(candidates[0].confirmation->median_us == 43.0 / 3.0);
+    CHECK(Ids(reader.Elite(1)) == std::vector<int64_t>{1});
+  }
+  CHECK(ReadFile(path) == v2_bytes);
+
+  {
+    PopulationStore store(path, Access::kReadWrite);
+    CHECK(store.opened_schema_version() == 2);
+    // Nothing was recomputed: schema 2's elite already follows today's rule.
+    CHECK(Ids(store.Elite(1)) == std::vector<int64_t>{1});
+  }
+  CHECK(PragmaInt(path, "user_version") == 3);
+  for (const char* table : {"runs", "candidates", "elite"}) {
+    INFO("table " << table);
+    CHECK(TableRows(path, table, original) == TableRows(original, table, original));
+    CHECK(!TableRows(path, table, original).empty());
+  }
+  const fs::path fresh = dir.path() / "fresh.db";
+  { PopulationStore created(fresh, Access::kReadWrite); }
+  for (const char* table : {"runs", "candidates", "elite"}) {
+    INFO("table " << table);
+    CHECK(TableInfo(path, table) == TableInfo(fresh, table));
+  }
+
+  // The migrated run resumes, its next candidate measured on a GPU that is stored.
+  PopulationStore store(path, Access::kReadWrite);
+  store.Finish(3, MakeOutcome(Status::kMeasured, 5.0), MakeTiming(5.0),
+               GpuIdentity{1, "NVIDIA H100 80GB HBM3", "GPU-1"});
+  CHECK(store.FindCandidate(3)->measured_on->ordinal == 1);
+  CHECK(!store.FindCandidate(1)->measured_on);
+  CHECK(Ids(store.Elite(1)) == std::vector<int64_t>{3, 1});
+}
+
 TEST_CASE("store: a newer schema is refused and the file left as it was", "[store]") {
   test::TempDir dir;
   const fs::path path = dir.path() / "new.db";
@@ -617,16 +755,16 @@ TEST_CASE("store: a newer schema is refused and the file left as it was", "[stor
   }
   {
     sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
-    db.Execute("PRAGMA user_version = 3");
+    db.Execute("PRAGMA user_version = 4");
   }
   const std::string bytes = ReadFile(path);
   const std::string expected = "database '" + path.string() +
-                               "' was written by a newer evo (schema 3; this evo reads up to 2)";
+                               "' was written by a newer evo (schema 4; this evo reads up to 3)";
   CHECK_THROWS_WITH(PopulationStore(path, Access::kReadWrite), expected);
   CHECK_THROWS_WITH(PopulationStore(path, Access::kReadOnly), expected);
   CHECK(ReadFile(path) == bytes);
   CheckNothingLogged(path);
-  CHECK(PragmaInt(path, "user_version") == 3);
+  CHECK(PragmaInt(path, "user_version") == 4);
 }
 
 TEST_CASE("store: a file that is not a SQLite database is refused and left alone", "[store]") {

@@ -1,0 +1,384 @@
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "engine/search.h"
+#include "evaluator/cuda_driver.h"
+#include "evaluator/gpu_pipeline.h"
+#include "evaluator/recording.h"
+#include "population/store.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+std::string FakeWorker() {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "evo_fake_worker")
+      .string();
+}
+
+// NVRTC's stand-in: every configuration compiles at once, to 64 registers and no spills.
+class InstantCompiler final : public Compiler {
+ public:
+  explicit InstantCompiler(const Manifest& manifest) {
+    for (const KernelSpec& kernel : manifest.kernels) entries_.push_back(kernel.entry);
+  }
+  CompileResult Compile(const CompileRequest& request) override {
+    CompileResult result;
+    result.ok = true;
+    result.cubin = "cubin of " + std::to_string(std::hash<std::string>{}(request.source));
+    for (const std::string& entry : entries_) {
+      KernelResources kernel;
+      kernel.function = entry;
+      kernel.arch = request.arch;
+      kernel.registers = 64;
+      result.kernels.push_back(kernel);
+    }
+    return result;
+  }
+  std::string Version() const override { return "instant"; }
+  std::vector<std::string> Options(const CompileRequest&) const override { return {}; }
+
+ private:
+  std::vector<std::string> entries_;
+};
+
+DeviceInfo FakeDevice(int ordinal, std::string name = "Fake GPU") {
+  DeviceInfo device;
+  device.ordinal = ordinal;
+  device.name = std::move(name);
+  device.uuid = "GPU-fake-" + std::to_string(ordinal);
+  device.cc_major = 9;
+  device.cc_minor = 0;
+  device.sm_count = 132;
+  device.max_smem_per_block_optin = 232448;
+  device.max_smem_per_sm = 233472;
+  device.regs_per_block = 65536;
+  device.max_threads_per_block = 1024;
+  return device;
+}
+
+// A search of sdpa_fp16 over the space the H100 recording covers, measured by evo_fake_worker
+// processes (one per fake GPU, each with its own flags) through the real GpuPipeline.
+class FakeGpuRun {
+ public:
+  FakeGpuRun(std::vector<std::vector<std::string>> worker_flags, uint64_t seed, int64_t budget)
+      : library_(TemplateLibrary::Load({})),
+        kernel_template_(library_.Find("sdpa_fp16")),
+        problem_(DefaultProblem(kernel_template_.manifest)),
+        searched_(ReplayEvaluator(test::H100Recording(), kernel_template_.manifest, problem_)
+                      .RecordedSpace(kernel_template_.manifest)),
+        space_(searched_, problem_, ArchByName("sm_90")),
+        compiler_(kernel_template_.manifest),
+        log_(dir_.path() / "requests.log"),
+        store_(dir_.path() / "evo.db", PopulationStore::Access::kReadWrite) {
+    std::vector<DeviceInfo> devices;
+    for (size_t i = 0; i < worker_flags.size(); ++i) {
+      devices.push_back(FakeDevice(static_cast<int>(i)));
+    }
+    GpuPipelineOptions options;
+    options.compile_jobs = 2;
+    options.deadline = std::chrono::milliseconds(400);
+    options.driver_version = "fake";
+    options.supervisor.restart_delay = std::chrono::milliseconds(10);
+    options.supervisor.stderr_path = dir_.path() / "workers.err";
+    options.worker_command = [this, worker_flags](int device) {
+      std::vector<std::string> argv = {FakeWorker(), "--gates", "--device", std::to_string(device),
+                                       "--sleep-ms", "3",       "--log",    log_.string()};
+      const auto& own = worker_flags.at(static_cast<size_t>(device));
+      argv.insert(argv.end(), own.begin(), own.end());
+      return argv;
+    };
+    pipeline_ =
+        std::make_unique<GpuPipeline>(kernel_template_, problem_, devices, compiler_, options);
+    RunSpec spec;
+    spec.template_name = "sdpa_fp16";
+    spec.template_hash = kernel_template_.source_hash;
+    spec.problem = problem_;
+    spec.arch = "sm_90";
+    spec.device = pipeline_->identity().device;
+    spec.evaluator = "gpu";
+    spec.seed = seed;
+    spec.budget = budget;
+    spec.elite_size = 3;
+    spec.generation_size = 8;
+    run_id_ = store_.CreateRun(spec);
+  }
+
+  SearchSummary Run() {
+    std::atomic<bool> stop{false};
+    Search search(store_, run_id_, space_, *pipeline_, {});
+    return search.Run(nullptr, stop);
+  }
+
+  // The devices each configuration was sent to, in the order the workers received them.
+  std::map<Genome, std::vector<int>> Requests() const {
+    std::map<Genome, std::vector<int>> requests;
+    std::ifstream in(log_);
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t space = line.find(' ');
+      requests[nlohmann::json::parse(line.substr(space + 1)).get<Genome>()].push_back(
+          std::stoi(line.substr(0, space)));
+    }
+    return requests;
+  }
+
+  PopulationStore& store() { return store_; }
+  int64_t run_id() const { return run_id_; }
+  GpuPipeline& pipeline() { return *pipeline_; }
+
+ private:
+  test::TempDir dir_;
+  TemplateLibrary library_;
+  const KernelTemplate& kernel_template_;
+  Problem problem_;
+  Manifest searched_;
+  SearchSpace space_;
+  InstantCompiler compiler_;
+  std::filesystem::path log_;
+  PopulationStore store_;
+  std::unique_ptr<GpuPipeline> pipeline_;
+  int64_t run_id_ = 0;
+};
+
+// What a search decided about its candidates, to compare two runs.
+std::string Decisions(PopulationStore& store, int64_t run_id) {
+  std::ostringstream text;
+  for (const CandidateRecord& c : store.Candidates(run_id)) {
+    text << c.id << " g" << c.generation << " " << nlohmann::json(c.proposal.genome).dump() << " "
+         << c.proposal.operator_name << " " << ToString(c.outcome.status) << " "
+         << c.outcome.reason;
+    if (const TimingFigures* t = c.outcome.timing()) text << " " << t->median_us;
+    if (c.confirmation) text << " confirmed " << c.confirmation->median_us;
+    text << "\n";
+  }
+  text << "elite";
+  for (const CandidateRecord& c : store.Elite(run_id)) text << " " << c.id;
+  return text.str();
+}
+
+TEST_CASE(
+    "fake GPUs, one crashing and one hanging: the budget exact, nothing measured twice, "
+    "the elite the candidates imply",
+    "[search][gpus]") {
+  FakeGpuRun run({{}, {"--crash-every", "3"}, {"--hang-every", "4"}}, 3, 40);
+  const SearchSummary summary = run.Run();
+  CHECK(summary.reason == StopReason::kBudget);
+  CHECK(summary.evaluated_now == 40);
+
+  const std::vector<CandidateRecord> candidates = run.store().Candidates(run.run_id());
+  REQUIRE(candidates.size() == 40);
+  std::set<Genome> genomes;
+  std::map<std::pair<int, Status>, int> by_gpu;
+  for (const CandidateRecord& c : candidates) {
+    CHECK(c.state == CandidateState::kFinished);
+    genomes.insert(c.proposal.genome);
+    REQUIRE(c.measured_on.has_value() == c.outcome.gpu.has_value());
+    if (!c.measured_on) continue;
+    CHECK(c.measured_on->name == "Fake GPU");
+    CHECK(c.measured_on->uuid == "GPU-fake-" + std::to_string(c.measured_on->ordinal));
+    ++by_gpu[{c.measured_on->ordinal, c.outcome.status}];
+    if (c.outcome.status == Status::kRuntimeError) {
+      CHECK_THAT(c.outcome.reason, Catch::Contains("crashed"));
+      CHECK(c.measured_on->ordinal == 1);
+    }
+    if (c.outcome.status == Status::kTimeout) CHECK(c.measured_on->ordinal == 2);
+  }
+  CHECK(genomes.size() == 40);
+  // Every GPU measured, the crashing one's and the hanging one's candidates cost only themselves.
+  CHECK(by_gpu[{0, Status::kMeasured}] + by_gpu[{0, Status::kSlow}] > 0);
+  CHECK(by_gpu[{1, Status::kRuntimeError}] > 0);
+  CHECK(by_gpu[{1, Status::kMeasured}] + by_gpu[{1, Status::kSlow}] > 0);
+  CHECK(by_gpu[{2, Status::kTimeout}] > 0);
+  CHECK(by_gpu[{2, Status::kMeasured}] + by_gpu[{2, Status::kSlow}] > 0);
+  CHECK(run.pipeline().worker_respawns() >=
+        static_cast<uint64_t>(by_gpu[{1, Status::kRuntimeError}] + by_gpu[{2, Status::kTimeout}]));
+
+  // Each candidate went to one GPU once, and once more to the same GPU where it was confirmed.
+  const std::map<Genome, std::vector<int>> requests = run.Requests();
+  for (const CandidateRecord& c : candidates) {
+    INFO(nlohmann::json(c.proposal.genome).dump() << " " << c.outcome.reason);
+    const auto sent = requests.find(c.proposal.genome);
+    if (!c.measured_on) {
+      CHECK(sent == requests.end());
+      continue;
+    }
+    REQUIRE(sent != requests.end());
+    const bool confirmed =
+        c.confirmation.has_value() || c.outcome.reason.rfind("the confirming measurement", 0) == 0;
+    CHECK(sent->second.size() == (confirmed ? 2u : 1u));
+    for (int device : sent->second) CHECK(device == c.measured_on->ordinal);
+  }
+
+  const std::vector<CandidateRecord> elite = run.store().Elite(run.run_id());
+  const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+  REQUIRE(elite.size() == 3);
+  REQUIRE(expected.size() == 3);
+  for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+}
+
+TEST_CASE("one fake GPU and three make the same search: candidates, outcomes and elite",
+          "[search][gpus]") {
+  // Misbehaviour that follows the configuration, as a kernel's does, whatever GPU runs it.
+  const std::vector<std::string> flags = {"--crash-when", "STAGES=4,NUM_WARPS=8",
+                                          "--crash-when", "BLOCK_N=128,FAST_EXP=1,PERSISTENT=1",
+                                          "--hang-when",  "BLOCK_M=16,PERSISTENT=1"};
+  FakeGpuRun one({flags}, 5, 48);
+  FakeGpuRun three({flags, flags, flags}, 5, 48);
+  CHECK(one.Run().reason == StopReason::kBudget);
+  CHECK(three.Run().reason == StopReason::kBudget);
+  const std::string decisions = Decisions(one.store(), one.run_id());
+  CHECK(Decisions(three.store(), three.run_id()) == decisions);
+  // The misbehaviour was there to be survived, and the three GPUs shared the work.
+  CHECK(decisions.find(" runtime_error ") != std::string::npos);
+  std::set<int> gpus;
+  for (const CandidateRecord& c : three.store().Candidates(three.run_id())) {
+    if (c.measured_on) gpus.insert(c.measured_on->ordinal);
+  }
+  CHECK(gpus.size() == 3);
+}
+
+TEST_CASE("GPUs of different models are refused for one run, naming them", "[gpus]") {
+  CHECK_NOTHROW(RequireOneGpuModel({FakeDevice(0), FakeDevice(1)}));
+  CHECK_THROWS_WITH(RequireOneGpuModel({FakeDevice(0), FakeDevice(1), FakeDevice(2, "Other GPU")}),
+                    Catch::Contains("GPU 0 (Fake GPU) and GPU 2 (Other GPU) are different models"));
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const KernelTemplate& kernel_template = library.Find("sdpa_fp16");
+  InstantCompiler compiler(kernel_template.manifest);
+  GpuPipelineOptions options;
+  options.driver_version = "fake";
+  options.deadline = std::chrono::milliseconds(400);
+  options.worker_command = [](int device) {
+    return std::vector<std::string>{FakeWorker(), "--gates", "--device", std::to_string(device)};
+  };
+  CHECK_THROWS_WITH(GpuPipeline(kernel_template, DefaultProblem(kernel_template.manifest),
+                                {FakeDevice(0), FakeDevice(1, "Other GPU")}, compiler, options),
+                    Catch::Contains("are different models"));
+}
+
+TEST_CASE("a GPU whose worker cannot start is named when the pipeline starts", "[gpus]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const KernelTemplate& kernel_template = library.Find("sdpa_fp16");
+  InstantCompiler compiler(kernel_template.manifest);
+  GpuPipelineOptions options;
+  options.driver_version = "fake";
+  options.deadline = std::chrono::milliseconds(400);
+  options.worker_command = [](int device) {
+    std::vector<std::string> argv = {FakeWorker(), "--gates", "--device", std::to_string(device)};
+    if (device == 1) argv.insert(argv.end(), {"--health-error", "no CUDA device"});
+    return argv;
+  };
+  CHECK_THROWS_WITH(GpuPipeline(kernel_template, DefaultProblem(kernel_template.manifest),
+                                {FakeDevice(0), FakeDevice(1)}, compiler, options),
+                    Catch::StartsWith("GPU 1: ") && Catch::Contains("no CUDA device"));
+}
+
+// On the GPU machine: the real workers, the real compiles.
+std::vector<std::string> GpuRun(const std::filesystem::path& dir, const std::string& gpus,
+                                int budget) {
+  return {"run",
+          "--gpus",
+          gpus,
+          "--budget",
+          std::to_string(budget),
+          "--generation-size",
+          "4",
+          "--seed",
+          "3",
+          "--db",
+          (dir / "evo.db").string(),
+          "--cache-dir",
+          (dir / "cache").string()};
+}
+
+TEST_CASE("evo run --gpus 0 on a GPU stores the GPU's name and UUID with what it measured",
+          "[gpu][gpus]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  const std::vector<DeviceInfo> devices = QueryDevices();
+  test::TempDir dir;
+  const int count = static_cast<int>(devices.size());
+  const auto absent = test::RunEvo(GpuRun(dir.path(), std::to_string(count), 4), dir.path());
+  CHECK(absent.exit_code == 2);
+  CHECK_THAT(absent.err, Catch::Contains("there is no GPU " + std::to_string(count) + " (found " +
+                                         std::to_string(count) + ")"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "evo.db"));
+
+  const auto run = test::RunEvo(GpuRun(dir.path(), "0", 8), dir.path());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.err, Catch::Contains(", GPU 0, "));
+  PopulationStore store(dir.path() / "evo.db", PopulationStore::Access::kReadOnly);
+  const std::vector<CandidateRecord> candidates = store.Candidates(1);
+  REQUIRE(candidates.size() == 8);
+  int on_gpu = 0;
+  for (const CandidateRecord& c : candidates) {
+    CHECK(c.state == CandidateState::kFinished);
+    CHECK(c.measured_on.has_value() == c.outcome.gpu.has_value());
+    if (!c.measured_on) continue;
+    ++on_gpu;
+    CHECK(c.measured_on->ordinal == 0);
+    CHECK(c.measured_on->name == devices[0].name);
+    CHECK(c.measured_on->uuid == devices[0].uuid);
+    CHECK(c.measured_on->uuid.rfind("GPU-", 0) == 0);
+  }
+  CHECK(on_gpu > 0);
+  const std::vector<CandidateRecord> elite = store.Elite(1);
+  const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+  REQUIRE(elite.size() == expected.size());
+  for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+}
+
+TEST_CASE("evo run on two GPUs of the host spreads one search over both", "[gpu][gpus]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  const std::vector<DeviceInfo> devices = QueryDevices();
+  if (devices.size() < 2) {
+    WARN("skipped: this machine has " << devices.size()
+                                      << " GPU; the run over several GPUs needs two or more");
+    return;
+  }
+  test::TempDir dir;
+  const auto run = test::RunEvo(GpuRun(dir.path(), "0,1", 16), dir.path());
+  INFO(run.err);
+  if (devices[0].name != devices[1].name) {
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Catch::Contains("are different models"));
+    return;
+  }
+  REQUIRE(run.exit_code == 0);
+  CHECK_THAT(run.err, Catch::Contains("2 GPUs (0, 1)"));
+  CHECK_THAT(run.err, Catch::Contains("candidates measured on GPU 0: "));
+  WARN(run.err.substr(run.err.rfind("evo: run 1 stopped")));
+  PopulationStore store(dir.path() / "evo.db", PopulationStore::Access::kReadOnly);
+  const std::vector<CandidateRecord> candidates = store.Candidates(1);
+  REQUIRE(candidates.size() == 16);
+  std::set<Genome> genomes;
+  std::map<int, int> per_gpu;
+  for (const CandidateRecord& c : candidates) {
+    CHECK(c.state == CandidateState::kFinished);
+    genomes.insert(c.proposal.genome);
+    if (c.measured_on) {
+      ++per_gpu[c.measured_on->ordinal];
+      CHECK(c.measured_on->uuid == devices[static_cast<size_t>(c.measured_on->ordinal)].uuid);
+    }
+  }
+  CHECK(genomes.size() == 16);
+  CHECK(per_gpu.size() == 2);
+  const std::vector<CandidateRecord> elite = store.Elite(1);
+  const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+  REQUIRE(elite.size() == expected.size());
+  for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+}
+
+}  // namespace
+}  // namespace evo
