@@ -11,6 +11,7 @@
 #include "evaluator/cuda_errors.h"
 #include "evaluator/cuda_objects.h"
 #include "evaluator/kernel_arguments.h"
+#include "evaluator/percentile.h"
 #include "evaluator/reference_cache.h"
 
 namespace evo {
@@ -21,14 +22,6 @@ namespace {
 uint64_t InputSeed(size_t problem_index, int seed, size_t input_index) {
   return 0x5eed000000000000ull ^ (problem_index << 32) ^ (static_cast<uint64_t>(seed) << 16) ^
          input_index;
-}
-
-double Percentile(const std::vector<double>& sorted, double q) {
-  const double position = q * static_cast<double>(sorted.size() - 1);
-  const auto below = static_cast<size_t>(std::floor(position));
-  const size_t above = std::min(below + 1, sorted.size() - 1);
-  const double weight = position - static_cast<double>(below);
-  return sorted[below] * (1 - weight) + sorted[above] * weight;
 }
 
 void Merge(ComparisonStats& worst, const ComparisonStats& stats) {
