@@ -1,0 +1,282 @@
+// Issue 16: how close split-KV decode can come to the HBM rate at 1,32:8,1,32768,128. A kernel
+// that only streams that shape's K and V (134 MB, bulk copies into a ring of 32 KB stages, no
+// math) sets the floor per call in a CUDA graph of 20 calls; then the same stream followed by a
+// combine kernel shaped like evo's (in stream order, and launched programmatically once every
+// CTA has issued its last copy), and with the combine done inside clusters of CTAs over
+// distributed shared memory. Build: nvcc -O3 -std=c++17 -arch=sm_90a decode_stream_ceiling.cu
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+constexpr int kHeads = 8, kKeys = 32768, kRowBytes = 256, kChunkKeys = 64;
+constexpr int kChunkBytes = kChunkKeys * kRowBytes;  // 16 KB of K, 16 KB of V per stage
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bar_init(unsigned bar, int n) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(bar), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_expect(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned bar, int parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra W;\n}\n" ::
+          "r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes,
+                                          unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+// The stream of one CTA, split `split` of KV head `head`: its keys in chunks of 64, K and V of a
+// chunk in one stage, thread 0 issuing and waiting; with pdl_at_end, the dependent grid may
+// launch once the last copy is issued. Returns a value read from every chunk (thread 0).
+__device__ float stream_split(const char* __restrict__ k, const char* __restrict__ v, int head,
+                              int split, int splits, int stages, int pdl_at_end) {
+  extern __shared__ __align__(128) char smem[];
+  __shared__ __align__(8) unsigned long long bars[8];
+  const int chunks_total = kKeys / kChunkKeys;
+  const int per = (chunks_total + splits - 1) / splits;
+  const int first = split * per, last = min(chunks_total, first + per);
+  float acc = 0;
+  if (threadIdx.x != 0) return acc;
+  for (int s = 0; s < stages; ++s) bar_init(smem_addr(&bars[s]), 1);
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  const long head_off = static_cast<long>(head) * kKeys * kRowBytes;
+  auto issue = [&](int c, int s) {
+    const unsigned bar = smem_addr(&bars[s]);
+    bar_expect(bar, 2 * kChunkBytes);
+    const long off = head_off + static_cast<long>(c) * kChunkBytes;
+    bulk_load(smem_addr(smem + s * 2 * kChunkBytes), k + off, kChunkBytes, bar);
+    bulk_load(smem_addr(smem + s * 2 * kChunkBytes + kChunkBytes), v + off, kChunkBytes, bar);
+  };
+  for (int c = first; c < min(last, first + stages); ++c) issue(c, c - first);
+  for (int c = first; c < last; ++c) {
+    const int i = c - first, s = i % stages;
+    bar_wait(smem_addr(&bars[s]), (i / stages) & 1);
+    acc += reinterpret_cast<const float*>(smem + s * 2 * kChunkBytes)[i & 63];
+    if (c + stages < last) issue(c + stages, s);
+    if (pdl_at_end && c + stages == last)
+      asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  }
+  if (pdl_at_end && last - first <= stages)
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  return acc;
+}
+
+// One CTA per (head, split).
+__global__ void stream_kernel(const char* __restrict__ k, const char* __restrict__ v, float* out,
+                              int splits, int stages, int pdl_at_end) {
+  const float acc =
+      stream_split(k, v, blockIdx.x / splits, blockIdx.x % splits, splits, stages, pdl_at_end);
+  if (acc == 1234.5f) out[blockIdx.x] = acc;  // keeps the reads
+}
+
+__device__ __forceinline__ void cluster_sync_all() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                   : "memory");
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ float ld_dsmem(unsigned local_addr, unsigned rank) {
+  unsigned remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local_addr), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote));
+  return v;
+}
+// The stream of stream_kernel by a cluster of `splits` CTAs (one KV head), then the combine of 4
+// rows x 128 columns over distributed shared memory, each CTA combining 512 / splits of them.
+__global__ void stream_cluster_kernel(const char* __restrict__ k, const char* __restrict__ v,
+                                      float* out, int splits, int stages) {
+  __shared__ float partial[4 * 128 + 4];
+  const int head = blockIdx.x / splits;
+  const float acc = stream_split(k, v, head, blockIdx.x % splits, splits, stages, 0);
+  __syncthreads();
+  for (int i = threadIdx.x; i < 4 * 128 + 4; i += blockDim.x) partial[i] = acc + i;
+  cluster_sync_all();
+  const unsigned rank = cluster_rank();
+  const int columns = 512 / splits;  // this CTA's share of the 4 x 128 outputs
+  if (threadIdx.x < columns) {
+    const int e = rank * columns + threadIdx.x;
+    const unsigned base = smem_addr(partial);
+    float lse[16], o[16];
+#pragma unroll
+    for (int s = 0; s < 16; ++s) {
+      if (s < splits) {
+        lse[s] = ld_dsmem(base + 4 * (512 + e / 128), s);
+        o[s] = ld_dsmem(base + 4 * e, s);
+      }
+    }
+    float m = -1e30f;
+#pragma unroll
+    for (int s = 0; s < 16; ++s)
+      if (s < splits) m = fmaxf(m, lse[s]);
+    float acc_o = 0, wsum = 0;
+#pragma unroll
+    for (int s = 0; s < 16; ++s) {
+      if (s < splits) {
+        const float w = exp2f(lse[s] - m);
+        wsum += w;
+        acc_o = fmaf(w, o[s], acc_o);
+      }
+    }
+    out[head * 512 + e] = acc_o / wsum;
+  }
+  cluster_sync_all();
+}
+
+// As a split-KV combine: one warp per output row (32 rows), `splits` partial rows of 128 floats.
+__global__ void combine_kernel(const float* __restrict__ partial, float* __restrict__ result,
+                               int splits, int wait) {
+  if (wait) asm volatile("griddepcontrol.wait;" ::: "memory");
+  const int row = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x % 32;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s = 0; s < splits; ++s) {
+    const float4 x = __ldcg(
+        reinterpret_cast<const float4*>(partial + (static_cast<long>(s) * 32 + row) * 128) + lane);
+    acc.x += x.x;
+    acc.y += x.y;
+    acc.z += x.z;
+    acc.w += x.w;
+  }
+  reinterpret_cast<float4*>(result + row * 128)[lane] = acc;
+}
+
+int main() {
+  const long bytes = static_cast<long>(kHeads) * kKeys * kRowBytes;
+  char *k, *v;
+  float *partial, *result, *out;
+  cudaMalloc(&k, bytes);
+  cudaMalloc(&v, bytes);
+  cudaMemset(k, 0, bytes);
+  cudaMemset(v, 0, bytes);
+  cudaMalloc(&partial, 64 * 32 * 128 * 4);
+  cudaMemset(partial, 0, 64 * 32 * 128 * 4);
+  cudaMalloc(&result, 32 * 128 * 4);
+  cudaMalloc(&out, 4096 * 4);
+  cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+  cudaFuncSetAttribute(stream_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       200 * 1024);
+  cudaFuncSetAttribute(stream_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  for (int cs : {8, 16})
+    for (int smem_kb : {64, 128})
+      for (int threads : {128}) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(kHeads * cs);
+        cfg.blockDim = dim3(threads);
+        cfg.dynamicSmemBytes = smem_kb * 1024;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = cs;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        int n = -1;
+        cudaError_t e = cudaOccupancyMaxActiveClusters(&n, stream_cluster_kernel, &cfg);
+        printf("cluster %2d, %3d KB smem, %3d threads: at most %d clusters at once (%s)\n", cs,
+               smem_kb, threads, n, cudaGetErrorString(e));
+      }
+  cudaStream_t st;
+  cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  struct Case {
+    int splits, stages, threads, mode;
+  };  // mode 0 alone, 1 + combine, 2 + combine by PDL
+  std::vector<Case> cases;
+  for (int splits : {4, 8, 16, 32, 64})
+    for (int stages : {2, 4}) cases.push_back({splits, stages, 128, 0});
+  for (int splits : {16, 32})
+    for (int mode : {1, 2}) cases.push_back({splits, 4, 128, mode});
+  for (int splits : {4, 8, 16})
+    for (int stages : {2, 4}) cases.push_back({splits, stages, 128, 3});
+  for (const Case& c : cases) {
+    const int smem = c.stages * 2 * kChunkBytes;
+    auto call = [&] {
+      if (c.mode == 3) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(kHeads * c.splits);
+        cfg.blockDim = dim3(c.threads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = st;
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = c.splits;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        cudaLaunchKernelEx(&cfg, stream_cluster_kernel, (const char*)k, (const char*)v, out,
+                           c.splits, c.stages);
+        return;
+      }
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(kHeads * c.splits);
+      cfg.blockDim = dim3(c.threads);
+      cfg.dynamicSmemBytes = smem;
+      cfg.stream = st;
+      cudaLaunchKernelEx(&cfg, stream_kernel, (const char*)k, (const char*)v, out, c.splits,
+                         c.stages, (int)(c.mode == 2));
+      if (c.mode == 0) return;
+      cudaLaunchConfig_t cc = {};
+      cc.gridDim = dim3(8);
+      cc.blockDim = dim3(128);
+      cc.stream = st;
+      cudaLaunchAttribute attr[1];
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cc.attrs = attr;
+      cc.numAttrs = c.mode == 2 ? 1 : 0;
+      cudaLaunchKernelEx(&cc, combine_kernel, (const float*)partial, result, c.splits,
+                         (int)(c.mode == 2));
+    };
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
+    for (int i = 0; i < 20; ++i) call();
+    cudaStreamEndCapture(st, &graph);
+    if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+      printf("instantiate failed: %s\n", cudaGetErrorString(cudaGetLastError()));
+      continue;
+    }
+    for (int w = 0; w < 10; ++w) cudaGraphLaunch(exec, st);
+    std::vector<float> times;
+    for (int r = 0; r < 31; ++r) {
+      cudaEventRecord(a, st);
+      cudaGraphLaunch(exec, st);
+      cudaEventRecord(b, st);
+      cudaEventSynchronize(b);
+      float ms;
+      cudaEventElapsedTime(&ms, a, b);
+      times.push_back(ms * 1000 / 20);
+    }
+    std::sort(times.begin(), times.end());
+    printf("splits %2d (%3d CTAs) stages %d %-22s %7.2f us  %.3f TB/s  %s\n", c.splits,
+           kHeads * c.splits, c.stages,
+           c.mode == 0   ? "stream alone"
+           : c.mode == 1 ? "+ combine, stream order"
+           : c.mode == 2 ? "+ combine, PDL at end"
+                         : "cluster combine",
+           times[15], 2.0 * bytes / times[15] / 1e6, cudaGetErrorString(cudaGetLastError()));
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  return 0;
+}
