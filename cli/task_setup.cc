@@ -53,7 +53,9 @@ void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of
   app.add_option("--seed", settings.seed,
                  each_run_of_a_set ? "random seed of every run (default: drawn per run)"
                                    : "random seed (default: drawn, and stored with the run)");
-  app.add_option("--generation-size", settings.generation_size, "candidates per generation")
+  app.add_option("--generation-size", settings.generation_size,
+                 "candidates per generation after the first (which holds the starting points "
+                 "and random ones up to 8)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   app.add_option("--patience", settings.patience,

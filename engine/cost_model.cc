@@ -14,6 +14,19 @@ namespace {
 // In log units: 0.01 is a 1 % timing difference, the noise of one measurement.
 constexpr double kMinSpread = 0.01;
 
+// The time forest's spread is what the search reads as uncertainty, so its trees must disagree
+// where the data are thin. Several features describe one resource (a knob, the bytes it
+// costs, the share of the budget that is, the occupancy left), and a split that may look at
+// most of them finds the same strongest one in every tree: the trees agree and are sure where
+// nothing was measured. Half the features per split keeps them apart (regression forests
+// commonly draw a third; on the search benchmark's recordings half needed fewer candidates than
+// 0.8, see BENCHMARKS.md). The register forest is read for its mean only and keeps the default.
+ForestOptions TimeForestOptions() {
+  ForestOptions options;
+  options.feature_share = 0.5;
+  return options;
+}
+
 double NormalPdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI); }
 double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
@@ -25,6 +38,10 @@ FeatureMap::FeatureMap(const SearchSpace& space) : space_(space) {
   threads_index_ = names_.size();
   names_.push_back("threads per block");
   names_.push_back("dynamic shared memory");
+  for (auto& [name, budget] : BudgetConstraints(space.manifest())) {
+    names_.push_back(name + " (share used)");
+    budgets_.push_back(std::move(budget));
+  }
 }
 
 std::vector<double> FeatureMap::Features(const Genome& genome) const {
@@ -70,7 +87,35 @@ std::vector<double> FeatureMap::Features(const Genome& genome) const {
   }
   features.push_back(threads);
   features.push_back(smem);
+  for (const Expression::UpperBound& budget : budgets_)
+    features.push_back(BudgetShare(budget, bindings));
   return features;
+}
+
+std::vector<std::pair<std::string, Expression::UpperBound>> BudgetConstraints(
+    const Manifest& manifest) {
+  std::vector<std::pair<std::string, Expression::UpperBound>> budgets;
+  for (const ConstraintSpec& constraint : manifest.constraints) {
+    try {
+      if (std::optional<Expression::UpperBound> bound = constraint.expr.AsUpperBound())
+        budgets.emplace_back(constraint.name, std::move(*bound));
+    } catch (const std::exception&) {
+      // A side whose constant part cannot be computed: every configuration fails it alike, so
+      // it tells configurations nothing.
+    }
+  }
+  return budgets;
+}
+
+double BudgetShare(const Expression::UpperBound& budget, const Bindings& bindings) {
+  if (bindings.empty()) return -1;
+  try {
+    const auto limit = static_cast<double>(budget.limit.Evaluate(bindings));
+    if (limit <= 0) return -1;
+    return static_cast<double>(budget.value.Evaluate(bindings)) / limit;
+  } catch (const std::exception&) {
+    return -1;
+  }
 }
 
 double WarpsPerSm(double registers, double threads, double smem, double smem_per_sm) {
@@ -155,7 +200,7 @@ void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random)
     return;
   }
   for (size_t i : failed_rows) log_us[i] = worst;
-  time_.Fit(rows, log_us, random);
+  time_.Fit(rows, log_us, random, TimeForestOptions());
 }
 
 CostEstimate CostModel::Predict(const std::vector<double>& features) const {

@@ -2,10 +2,13 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/forest.h"
 #include "engine/search_space.h"
+#include "kernel_templates/expression.h"
+#include "kernel_templates/manifest.h"
 #include "population/candidate.h"
 
 namespace evo {
@@ -13,8 +16,9 @@ namespace evo {
 // What the cost model reads of a configuration before it is compiled: each knob's position in
 // its domain (domains are ordered, so a split "BLOCK_N <= 64" is a position threshold), the
 // manifest's derived values for the task (threads, shared memory bytes, tile counts: what
-// kernels' speeds follow, whatever the template), and the main kernel's threads per block and
-// dynamic shared memory. A value that cannot be evaluated for a configuration reads -1.
+// kernels' speeds follow, whatever the template), the main kernel's threads per block and
+// dynamic shared memory, and the share of each of the manifest's budgets the configuration
+// uses (BudgetConstraints). A value that cannot be evaluated for a configuration reads -1.
 class FeatureMap {
  public:
   explicit FeatureMap(const SearchSpace& space);
@@ -31,7 +35,22 @@ class FeatureMap {
   const SearchSpace& space_;
   std::vector<std::string> names_;
   size_t threads_index_ = 0;
+  std::vector<Expression::UpperBound> budgets_;
 };
+
+// The manifest's constraints that hold one quantity under a bound ("SMEM_BYTES <=
+// MAX_SMEM_PER_BLOCK", "(BLOCK_M / NUM_WARPS / 16) * (D + BLOCK_N) / 2 <= 192"), with their
+// names: resource budgets. How much of a budget a configuration uses says more about its speed
+// and its chance to compile and run than the knobs that make it up: the fast kernels sit near
+// the register and shared-memory limits, the failures just past what the manifest's estimates
+// allow, and the knobs reach either only in combination, which trees learn through many splits.
+// Divisibility rules, implications and conjunctions are not budgets and are left out.
+std::vector<std::pair<std::string, Expression::UpperBound>> BudgetConstraints(
+    const Manifest& manifest);
+
+// `used / limit` for these bindings: the share of the budget a configuration takes; -1 where
+// either side cannot be evaluated or the limit is not positive.
+double BudgetShare(const Expression::UpperBound& budget, const Bindings& bindings);
 
 // A forecast for one configuration.
 struct CostEstimate {

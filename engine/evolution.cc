@@ -93,7 +93,8 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
   std::set<Genome> seen;
   for (const CandidateRecord& record : history) seen.insert(record.proposal.genome);
   std::vector<Proposal> proposals;
-  const auto full = [&] { return static_cast<int>(proposals.size()) >= count; };
+  int limit = count;
+  const auto full = [&] { return static_cast<int>(proposals.size()) >= limit; };
   const auto take = [&](Proposal proposal) {
     if (full() || !seen.insert(proposal.genome).second) return false;
     proposals.push_back(std::move(proposal));
@@ -134,6 +135,9 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
       if (space_.IsValid(genome))
         take({std::move(genome), "starting point", std::nullopt, std::nullopt});
     }
+    // The hints are all tried; random draws only make the generation up to its size.
+    limit = std::min(count,
+                     std::max(options_.first_generation_size, static_cast<int>(proposals.size())));
     fill_randomly();
     return proposals;
   }

@@ -12,10 +12,16 @@
 namespace evo {
 
 struct EvolutionOptions {
+  // The first generation: the defaults and the manifest's starting points, then random
+  // configurations up to this many in all. Smaller than the later generations because random
+  // draws teach the cost model less than its own choices: the sooner it ranks, the fewer
+  // candidates the search spends before its choices are informed.
+  int first_generation_size = 8;
   // Of each generation after the first: at most this share goes to the incumbent's unexplored
   // one-knob neighbours (best-ranked first), so that the best so far is never left with a
-  // neighbour unmeasured for long, whatever the model believes.
-  double neighbour_share = 0.25;
+  // neighbour unmeasured for long, whatever the model believes. The model ranks a neighbour of
+  // the best low where it saw failures nearby, and that is where fast kernels are.
+  double neighbour_share = 0.375;
   // Of each generation after the first: this share is drawn uniformly from the unexplored
   // configurations, so a model that is sure and wrong keeps meeting counterexamples.
   double random_share = 0.125;
@@ -28,7 +34,8 @@ struct EvolutionOptions {
 };
 
 // The search's proposals. Generation 0 is the template's defaults, its manifest's starting
-// points, then random valid configurations. Every later generation is chosen by a cost model
+// points, then random valid configurations, first_generation_size in all (or as many as there
+// are hints, when more). Every later generation is chosen by a cost model
 // (engine/cost_model.h) fitted on every finished candidate of the run: the unexplored
 // configurations (the whole space where it is small, else a pool of children of the best) are
 // ranked by expected improvement over the best time, weighed by the chance that they compile
@@ -42,7 +49,8 @@ class Evolution {
  public:
   Evolution(const SearchSpace& space, uint64_t seed, EvolutionOptions options = {});
 
-  // Up to `count` new valid configurations; fewer only when the space has no more.
+  // Up to `count` new valid configurations; fewer only when the space has no more, or in
+  // generation 0 (EvolutionOptions::first_generation_size).
   // `history`: every candidate of the run (pending ones too), by id; `elite`: best first (its
   // first names the incumbent when it holds one).
   std::vector<Proposal> Propose(int generation, int count,

@@ -580,4 +580,19 @@ std::string Expression::Fold(const Bindings& bindings) const {
 
 std::set<std::string> Expression::Identifiers() const { return ast_->identifiers; }
 
+std::optional<Expression::UpperBound> Expression::AsUpperBound() const {
+  const Ast::Node& root = ast_->nodes[ast_->root];
+  if (root.kind != Ast::Kind::kBinary) return std::nullopt;
+  const bool less = root.op == Ast::BinaryOp::kLt || root.op == Ast::BinaryOp::kLe;
+  const bool greater = root.op == Ast::BinaryOp::kGt || root.op == Ast::BinaryOp::kGe;
+  if (!less && !greater) return std::nullopt;
+  // Each side as an expression of its own: its text rendered from the tree (with nothing
+  // bound, only constant parts fold) and parsed again.
+  const Bindings nothing;
+  const auto side = [&](size_t operand) {
+    return Parse(Folder(*ast_, nothing, text_).Fold(root.operands[operand]));
+  };
+  return less ? UpperBound{side(0), side(1)} : UpperBound{side(1), side(0)};
+}
+
 }  // namespace evo

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -51,6 +52,13 @@ class Expression {
   // names at load time instead of on first evaluation.
   std::set<std::string> Identifiers() const;
 
+  // For an expression that is one ordering comparison ("A <= B", "A < B", "B >= A", "B > A"):
+  // A, the quantity held under a bound, and B, the bound. nullopt for every other form
+  // (equalities, conjunctions and disjunctions, conditionals, arithmetic). May throw like
+  // Evaluate where a side's constant part cannot be computed.
+  struct UpperBound;
+  std::optional<UpperBound> AsUpperBound() const;
+
   const std::string& text() const { return text_; }
 
  private:
@@ -58,6 +66,11 @@ class Expression {
 
   std::string text_;
   std::shared_ptr<const internal::ExpressionAst> ast_;
+};
+
+struct Expression::UpperBound {
+  Expression value;
+  Expression limit;
 };
 
 }  // namespace evo

@@ -170,12 +170,14 @@ const SearchSpace& SdpaSpace() {
   return space;
 }
 
-TEST_CASE("the feature map holds knob positions, derived values, threads and shared memory",
-          "[engine][model]") {
+TEST_CASE(
+    "the feature map holds knob positions, derived values, threads, shared memory and budgets",
+    "[engine][model]") {
   const FeatureMap features(SdpaSpace());
   const Manifest& manifest = SdpaSpace().manifest();
   const std::vector<std::string>& names = features.names();
-  REQUIRE(names.size() == manifest.knobs.size() + manifest.derived.size() + 2);
+  // sdpa_fp16's budgets: smem_fits_block, accumulators_fit_registers, splits_have_keys.
+  REQUIRE(names.size() == manifest.knobs.size() + manifest.derived.size() + 2 + 3);
   CHECK(names.front() == "BLOCK_M");
   const Genome genome = DefaultGenome(manifest);  // BLOCK_M=64 NUM_WARPS=4 ... at D=64
   const std::vector<double> row = features.Features(genome);
@@ -188,6 +190,39 @@ TEST_CASE("the feature map holds knob positions, derived values, threads and sha
   CHECK(row[features.threads_index()] == 128);
   // Q tile plus two stages of K and V, fp16.
   CHECK(row[features.smem_index()] == (64 * 64 + 2 * 2 * 64 * 64) * 2);
+  // The share of each budget used: of the opt-in shared memory, of the 192 accumulator
+  // registers ((64 / 4 / 16) * (64 + 64) / 2 = 64), and one split of the KV tiles.
+  CHECK(at("smem_fits_block (share used)") ==
+        Approx((64 * 64 + 2 * 2 * 64 * 64) * 2.0 /
+               static_cast<double>(ArchByName("sm_90").max_smem_per_block_optin)));
+  CHECK(at("accumulators_fit_registers (share used)") == Approx(64.0 / 192));
+  CHECK(at("splits_have_keys (share used)") == Approx(1.0 / 8));  // 512 keys in tiles of 64
+  CHECK(std::count(names.begin(), names.end(), "warp_rows_multiple_of_16 (share used)") == 0);
+  CHECK(std::count(names.begin(), names.end(), "producer_needs_stages (share used)") == 0);
+}
+
+TEST_CASE("budgets are the constraints that hold a quantity under a bound", "[engine][model]") {
+  Manifest manifest = SdpaSpace().manifest();
+  const auto constraint = [](const char* name, const char* text) {
+    return ConstraintSpec{name, Expression::Parse(text), ""};
+  };
+  manifest.constraints = {
+      constraint("tile_budget", "X * Y <= 64"), constraint("reversed", "2 * D > X"),
+      constraint("divides", "X % Y == 0"),      constraint("implication", "X == 0 || X * Y <= 64"),
+      constraint("both", "X <= 64 && Y <= 8"),  constraint("cannot_fold", "X <= 1 / 0")};
+  const auto budgets = BudgetConstraints(manifest);
+  REQUIRE(budgets.size() == 2);
+  CHECK(budgets[0].first == "tile_budget");
+  CHECK(budgets[1].first == "reversed");
+
+  const Expression::UpperBound& tile = budgets[0].second;
+  CHECK(BudgetShare(tile, {{"X", 4}, {"Y", 8}}) == Approx(0.5));
+  CHECK(BudgetShare(tile, {{"X", 8}, {"Y", 8}}) == Approx(1.0));
+  CHECK(BudgetShare(budgets[1].second, {{"X", 32}, {"D", 64}}) == Approx(0.25));
+  // Unknown: nothing bound, a name missing, a limit that is not positive.
+  CHECK(BudgetShare(tile, {}) == -1);
+  CHECK(BudgetShare(tile, {{"X", 4}}) == -1);
+  CHECK(BudgetShare(budgets[1].second, {{"X", 4}, {"D", 0}}) == -1);
 }
 
 // A made-up landscape over sdpa_fp16's space: a time with one best configuration, registers

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -247,6 +248,30 @@ TEST_CASE("Expression Fold keeps only what still needs a value", "[expression]")
   Bindings all = known;
   all.insert(device.begin(), device.end());
   CHECK(Expression::Parse(grid.Fold(known)).Evaluate(device) == grid.Evaluate(all));
+}
+
+TEST_CASE("Expression AsUpperBound splits one ordering comparison into the bounded and the bound",
+          "[expression]") {
+  const Bindings bindings{{"X", 4}, {"Y", 8}, {"D", 64}};
+  for (const char* text : {"X * Y <= 64", "X * Y < 64", "64 >= X * Y", "64 > X * Y"}) {
+    INFO(text);
+    const std::optional<Expression::UpperBound> bound = Expression::Parse(text).AsUpperBound();
+    REQUIRE(bound);
+    CHECK(bound->value.Evaluate(bindings) == 32);
+    CHECK(bound->limit.Evaluate(bindings) == 64);
+    CHECK(bound->value.Identifiers() == std::set<std::string>{"X", "Y"});
+  }
+  // Precedence and parentheses survive the split; constant parts fold.
+  const auto bound = Expression::Parse("(X / 2) * (D + Y) / 2 <= min(D, 3 * 64)").AsUpperBound();
+  REQUIRE(bound);
+  CHECK(bound->value.Evaluate(bindings) == 72);
+  CHECK(bound->limit.Evaluate(bindings) == 64);
+  // Not budgets: equalities, logic, conditionals, arithmetic, a negated comparison.
+  for (const char* text : {"X % Y == 0", "X != 3", "X == 0 || X * Y <= 64", "X <= 64 && Y <= 8",
+                           "X ? Y <= 4 : 1", "X * Y", "!(X <= 3)", "X"}) {
+    INFO(text);
+    CHECK_FALSE(Expression::Parse(text).AsUpperBound());
+  }
 }
 
 }  // namespace
