@@ -1,8 +1,11 @@
 #include "cli/task_setup.h"
 
+#include <fmt/format.h>
+
 #include <random>
 
 #include "common/error.h"
+#include "engine/evolution.h"
 #include "evaluator/cuda_driver.h"
 
 namespace evo::cli {
@@ -54,8 +57,9 @@ void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of
                  each_run_of_a_set ? "random seed of every run (default: drawn per run)"
                                    : "random seed (default: drawn, and stored with the run)");
   app.add_option("--generation-size", settings.generation_size,
-                 "candidates per generation after the first (which holds the starting points "
-                 "and random ones up to 8)")
+                 fmt::format("candidates per generation after the first (which holds the "
+                             "starting points and random ones up to {})",
+                             EvolutionOptions{}.first_generation_size))
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   app.add_option("--patience", settings.patience,

@@ -84,6 +84,8 @@ TEST_CASE("inside evo run, a kernel that hangs only when causal costs seconds pe
   test::WriteBrokenSdpa(dir.path() / "templates", hang);
   const auto db = dir.path() / "hang.db";
   const auto start = std::chrono::steady_clock::now();
+  // --allow-spills: the drawn seed may propose a configuration that spills, which would stop at
+  // gate 1 instead of reaching the hang.
   const test::CommandResult run = test::RunEvo(
       {"--templates", (dir.path() / "templates").string(), "run", "-t", test::BrokenSdpaName(hang),
        "--causal", "--budget", "3", "--generation-size", "3", "--allow-spills", "--db", db.string(),
@@ -97,8 +99,6 @@ TEST_CASE("inside evo run, a kernel that hangs only when causal costs seconds pe
   CHECK(run.err.find("gates 2 and 3 get") != std::string::npos);
   PopulationStore store(db, PopulationStore::Access::kReadOnly);
   const std::vector<CandidateRecord> candidates = store.Candidates(store.Runs().at(0).id);
-  // --allow-spills: the drawn seed may propose a configuration that spills, which would stop at
-  // gate 1 instead of reaching the hang.
   REQUIRE(candidates.size() == 3);
   for (const CandidateRecord& candidate : candidates) {
     INFO(candidate.outcome.reason);

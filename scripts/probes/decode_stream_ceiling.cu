@@ -3,33 +3,30 @@
 // math) sets the floor per call in a CUDA graph of 20 calls; then the same stream followed by a
 // combine kernel shaped like evo's (in stream order, and launched programmatically once every
 // CTA has issued its last copy), and with the combine done inside clusters of CTAs over
-// distributed shared memory. Build: nvcc -O3 -std=c++17 -arch=sm_90a decode_stream_ceiling.cu
+// distributed shared memory. Build from the repository root:
+// nvcc -O3 -std=c++17 -arch=sm_90a -I kernel_templates/include
+// scripts/probes/decode_stream_ceiling.cu
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <vector>
 
+// evo's device library (kernel_templates/include): shared-memory addresses and mbarriers.
+#include "evo/core.cuh"
+#include "evo/mbarrier.cuh"
+#include "evo/tma.cuh"
+
+using evo::fence_mbarrier_init;
+using evo::mbar_arrive_expect_tx;
+using evo::mbar_init;
+using evo::mbar_wait;
+using evo::smem_u32;
+
 constexpr int kHeads = 8, kKeys = 32768, kRowBytes = 256, kChunkKeys = 64;
 constexpr int kChunkBytes = kChunkKeys * kRowBytes;  // 16 KB of K, 16 KB of V per stage
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void bar_init(unsigned bar, int n) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;" ::"r"(bar), "r"(n) : "memory");
-}
-__device__ __forceinline__ void bar_expect(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bar_wait(unsigned bar, int parity) {
-  asm volatile(
-      "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared.b64 p, [%0], %1;\n @!p bra W;\n}\n" ::
-          "r"(bar),
-      "r"(parity)
-      : "memory");
-}
+// A bulk copy of contiguous bytes (no tensor map), completing on `bar` by its byte count.
 __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes,
                                           unsigned bar) {
   asm volatile(
@@ -51,20 +48,20 @@ __device__ float stream_split(const char* __restrict__ k, const char* __restrict
   const int first = split * per, last = min(chunks_total, first + per);
   float acc = 0;
   if (threadIdx.x != 0) return acc;
-  for (int s = 0; s < stages; ++s) bar_init(smem_addr(&bars[s]), 1);
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  for (int s = 0; s < stages; ++s) mbar_init(smem_u32(&bars[s]), 1);
+  fence_mbarrier_init();
   const long head_off = static_cast<long>(head) * kKeys * kRowBytes;
   auto issue = [&](int c, int s) {
-    const unsigned bar = smem_addr(&bars[s]);
-    bar_expect(bar, 2 * kChunkBytes);
+    const unsigned bar = smem_u32(&bars[s]);
+    mbar_arrive_expect_tx(bar, 2 * kChunkBytes);
     const long off = head_off + static_cast<long>(c) * kChunkBytes;
-    bulk_load(smem_addr(smem + s * 2 * kChunkBytes), k + off, kChunkBytes, bar);
-    bulk_load(smem_addr(smem + s * 2 * kChunkBytes + kChunkBytes), v + off, kChunkBytes, bar);
+    bulk_load(smem_u32(smem + s * 2 * kChunkBytes), k + off, kChunkBytes, bar);
+    bulk_load(smem_u32(smem + s * 2 * kChunkBytes + kChunkBytes), v + off, kChunkBytes, bar);
   };
   for (int c = first; c < min(last, first + stages); ++c) issue(c, c - first);
   for (int c = first; c < last; ++c) {
     const int i = c - first, s = i % stages;
-    bar_wait(smem_addr(&bars[s]), (i / stages) & 1);
+    mbar_wait(smem_u32(&bars[s]), (i / stages) & 1);
     acc += reinterpret_cast<const float*>(smem + s * 2 * kChunkBytes)[i & 63];
     if (c + stages < last) issue(c + stages, s);
     if (pdl_at_end && c + stages == last)
@@ -113,7 +110,7 @@ __global__ void stream_cluster_kernel(const char* __restrict__ k, const char* __
   const int columns = 512 / splits;  // this CTA's share of the 4 x 128 outputs
   if (threadIdx.x < columns) {
     const int e = rank * columns + threadIdx.x;
-    const unsigned base = smem_addr(partial);
+    const unsigned base = smem_u32(partial);
     float lse[16], o[16];
 #pragma unroll
     for (int s = 0; s < 16; ++s) {
