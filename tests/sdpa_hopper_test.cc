@@ -78,7 +78,7 @@ std::vector<SampledConfiguration> CoveringSample() {
       {"", {64, 128}},
       {"NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=176 STAGES=1", {64, 128}},
       {"NUM_CONSUMERS=3 BLOCK_N=64 STAGES=3 INTRA_OVERLAP=0", {64, 128}},
-      {"BLOCK_N=96 STAGES=3 FAST_EXP=0 PERSISTENT=1 TILE_OVERLAP=1", {64, 128}},
+      {"BLOCK_N=96 STAGES=3 FAST_EXP=0 PERSISTENT=1", {64, 128}},
       {"BLOCK_N=112 PRODUCER_REGS=40 PINGPONG=0", {128, 64}},
       {"BLOCK_N=144 PRODUCER_REGS=56 INTRA_OVERLAP=0 PERSISTENT=1", {128, 64}},
       {"BLOCK_N=80 STAGES=2 TMA_STORE=0", {256, 256}},
@@ -87,7 +87,7 @@ std::vector<SampledConfiguration> CoveringSample() {
       {"BLOCK_N=192 STAGES=1 FAST_EXP=0", {64, 64}},
       {"BLOCK_N=224 NUM_CONSUMERS=1 PINGPONG=0 STAGES=2", {64, 64}},
       {"BLOCK_N=64 NUM_CONSUMERS=3 PERSISTENT=1 STAGES=4", {128, 64}},
-      {"NUM_CONSUMERS=3 PERSISTENT=1 TMA_STORE=0 TILE_OVERLAP=1", {64, 64}},
+      {"NUM_CONSUMERS=3 PERSISTENT=1 TMA_STORE=0", {64, 64}},
       {"BLOCK_N=256 NUM_CONSUMERS=1 PINGPONG=0 INTRA_OVERLAP=0 STAGES=1", {64, 128}},
   };
   std::vector<SampledConfiguration> sample;
@@ -157,10 +157,6 @@ TEST_CASE("sdpa_hopper compiles for sm_90a across its space, or a named constrai
       {"BLOCK_N=256 STAGES=1", 128, "accumulators_fit_registers"},
       {"BLOCK_N=192 STAGES=1 FAST_EXP=0", 128, "accumulators_fit_registers"},
       {"NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=64 STAGES=4", 256, "smem_fits_block"},
-      {"TILE_OVERLAP=1", 128, "tile_overlap_needs_persistent_one_split"},
-      {"TILE_OVERLAP=1 PERSISTENT=1 INTRA_OVERLAP=0", 64,
-       "tile_overlap_needs_persistent_one_split"},
-      {"TILE_OVERLAP=1 PERSISTENT=1 BLOCK_N=176 TMA_STORE=0", 128, "smem_fits_block"},
   };
   for (const auto& [settings, d, constraint] : refusals) {
     INFO(settings << " D=" << d);
@@ -537,76 +533,6 @@ TEST_CASE("broken variants of sdpa_hopper's pipeline are rejected", "[gpu]") {
     REQUIRE(verdict.has_value());
     INFO(settings << ": " << verdict->correctness.failure << verdict->error);
     CHECK(verdict->status == Status::kMeasured);
-  }
-}
-
-// Broken copies of TILE_OVERLAP's hand-over from one tile to the next, each with a problem of
-// more tiles than the GPU has SMs, so that persistent CTAs do carry tiles over.
-TEST_CASE("broken variants of sdpa_hopper's tile overlap are rejected", "[gpu]") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  const struct {
-    const char* name;
-    const char* find;
-    const char* replace;
-  } breakages[] = {
-      // The next tile's first scores read its Q before the copy has landed.
-      {"skips_next_q_wait", "          wait_q(round + 1);\n", ""},
-      // The next tile's first scores read the current tile's Q.
-      {"next_scores_from_current_q", "issue_scores(q_buffer_of(round + 1), stage_of(num_kv_tiles))",
-       "issue_scores(q_buffer, stage_of(num_kv_tiles))"},
-      // The epilogue divides by the next tile's first row sums instead of this tile's.
-      {"normalizes_by_next_tile", "    if (!carried) {\n#pragma unroll\n",
-       "    {\n#pragma unroll\n"},
-  };
-  test::TempDir dir;
-  for (const auto& breakage : breakages) {
-    const std::string name = std::string("sdpa_hopper_") + breakage.name;
-    test::WriteTemplateVariant(dir.path() / name, "sdpa_hopper", name, breakage.find,
-                               breakage.replace);
-  }
-  HopperBench bench({dir.path()});
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
-  const char* configs[] = {"PERSISTENT=1 TILE_OVERLAP=1 STAGES=2",
-                           "PERSISTENT=1 TILE_OVERLAP=1 STAGES=1 PINGPONG=0 TMA_STORE=0"};
-  // 2 x 16 heads of 8 (causal: uneven) query tiles: 256 tiles for at most 132 CTAs.
-  const auto problem_of = [&](const std::string& name, int64_t d) {
-    return HopperProblem(bench.manifest(name), 2, 16, 1000, 1500, d, d == 128, d == 64);
-  };
-  for (const auto& breakage : breakages) {
-    const std::string name = std::string("sdpa_hopper_") + breakage.name;
-    std::map<Status, int> statuses;
-    for (const char* settings : configs) {
-      for (int64_t d : {64, 128}) {
-        INFO(name << " " << settings << " D=" << d);
-        const std::optional<GpuVerdict> verdict =
-            bench.Evaluate(name, settings, problem_of(name, d), std::chrono::seconds(10));
-        REQUIRE(verdict.has_value());
-        INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
-        CHECK(verdict->status != Status::kMeasured);
-        ++statuses[verdict->status];
-      }
-    }
-    std::string summary;
-    for (const auto& [status, count] : statuses) {
-      summary += " " + std::string(ToString(status)) + " x" + std::to_string(count);
-    }
-    WARN(name << ":" << summary);
-  }
-  for (const char* settings : configs) {
-    for (int64_t d : {64, 128}) {
-      INFO(settings << " D=" << d);
-      const std::optional<GpuVerdict> verdict = bench.Evaluate(
-          "sdpa_hopper", settings, problem_of("sdpa_hopper", d), std::chrono::seconds(30));
-      REQUIRE(verdict.has_value());
-      INFO(verdict->correctness.failure << verdict->error);
-      CHECK(verdict->status == Status::kMeasured);
-    }
   }
 }
 

@@ -466,16 +466,16 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           next_kv_first = next_kv.first;
           next_kv_count = next_kv.count;
         }
-        // Each path straight: ptxas serializes every wgmma of the kernel where it cannot tell
-        // which scores a conditional issue left in flight.
         wait_values(last);
         if (carried) {
           wait_q(round + 1);
           wait_keys(num_kv_tiles);
-          turns.wait();
-          issue_scores(q_buffer_of(round + 1), stage_of(num_kv_tiles));
-          issue_values(stage_of(last));
-          turns.pass();
+        }
+        turns.wait();
+        if (carried) issue_scores(q_buffer_of(round + 1), stage_of(num_kv_tiles));
+        issue_values(stage_of(last));
+        turns.pass();
+        if (carried) {
           evo::wgmma_wait<1>();
           evo::wgmma_fence_registers(s);
           release(smem.k_empty(stage_of(num_kv_tiles)), lane);
@@ -488,19 +488,12 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
             row_sum[h] = 0.f;
           }
           softmax(next_m_tile, next_kv_first, 0, alpha);
-          evo::wgmma_wait<0>();
-          evo::wgmma_fence_registers(acc);
-          evo::wgmma_fence_registers(p);
-          release(smem.v_empty(stage_of(last)), lane);
-          pack_probabilities();
-        } else {
-          turns.wait();
-          issue_values(stage_of(last));
-          turns.pass();
-          evo::wgmma_wait<0>();
-          evo::wgmma_fence_registers(acc);
-          release(smem.v_empty(stage_of(last)), lane);
         }
+        evo::wgmma_wait<0>();
+        evo::wgmma_fence_registers(acc);
+        evo::wgmma_fence_registers(p);
+        release(smem.v_empty(stage_of(last)), lane);
+        if (carried) pack_probabilities();
       } else {
         wait_q(round);
         for (int j = 0; j < num_kv_tiles; ++j) {
