@@ -16,10 +16,9 @@
 // inside a warpgroup, tile j's Q K^T and tile j-1's P V are issued together and the softmax of
 // tile j runs while P V is still on the tensor cores. PERSISTENT: one CTA per SM walks the tiles
 // (heaviest first when causal) and the producer loads the next tile's Q while the consumers finish
-// the current one. TILE_OVERLAP (persistent, INTRA_OVERLAP, one split): a consumer issues the
-// next tile's first Q K^T beside this tile's last P V and runs its softmax under it, so that the
-// tensor cores are not idle between tiles; Q then has two tiles in shared memory, the next tile's
-// loaded while the current one is still read.
+// the current one; with Q_BUFFERS = 2 it loads it into a second Q tile as soon as the current
+// tile's last K/V copies are issued, rather than once the consumers are done with Q, so that the
+// next tile's first scores do not wait for Q's trip from memory.
 //
 // Q, K and V reach the kernel as pointers too (the arguments the tensor maps describe), but are
 // read through the maps only.
@@ -42,14 +41,14 @@
 // combines them itself, with no second launch.
 //
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE,
-// PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, TILE_OVERLAP) and problem defines (HEAD_DIM,
-// IS_CAUSAL, IS_BF16) are prepended by evo.
+// PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, Q_BUFFERS) and problem defines (HEAD_DIM, IS_CAUSAL,
+// IS_BF16) are prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
     !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) ||  \
-    !defined(TILE_OVERLAP)
+    !defined(Q_BUFFERS)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -67,15 +66,14 @@
 #include "evo/wgmma_attention.cuh"
 
 EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16,
-                 PACK_GQA, LAST_CTA_COMBINES, TILE_OVERLAP);
+                 PACK_GQA, LAST_CTA_COMBINES);
 static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS must be in [1, 32]");
 static_assert(LAST_CTA_COMBINES == 0 || SPLITS > 1, "LAST_CTA_COMBINES needs SPLITS > 1");
 static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1, 2 or 3");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 256,
               "BLOCK_N must be a multiple of 16 in [64, 256]");
 static_assert(STAGES >= 1, "STAGES must be at least 1");
-static_assert(TILE_OVERLAP == 0 || (PERSISTENT && INTRA_OVERLAP && SPLITS == 1),
-              "TILE_OVERLAP needs PERSISTENT, INTRA_OVERLAP and SPLITS == 1");
+static_assert(Q_BUFFERS == 1 || Q_BUFFERS == 2, "Q_BUFFERS must be 1 or 2");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256,
               "HEAD_DIM must be 64, 128 or 256");
 static_assert(PINGPONG == 0 || NUM_CONSUMERS >= 2, "PINGPONG needs two consumer warpgroups");
@@ -94,8 +92,7 @@ enum : int {
   kBlockM = NUM_CONSUMERS * 64,
   kColumnBlocks = HEAD_DIM / 64,  // 64-column blocks of 128 bytes: one swizzle span each
   kQTileBytes = kBlockM * HEAD_DIM * 2,
-  kQBuffers = TILE_OVERLAP ? 2 : 1,  // the next tile's Q loads while this one's is read
-  kQBytes = kQBuffers * kQTileBytes,
+  kQBytes = Q_BUFFERS * kQTileBytes,
   kKVTileBytes = BLOCK_N * HEAD_DIM * 2,
   kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block
   // Registers per thread at launch (__launch_bounds__(kThreads, 1)), and after the hand-over.
@@ -150,22 +147,22 @@ struct Layout {
   __device__ __forceinline__ unsigned o(int consumer) const {
     return base + kQBytes + 2 * STAGES * kKVTileBytes + consumer * 64 * HEAD_DIM * 2;
   }
-  // q_full[kQBuffers], q_empty[kQBuffers], k_full[STAGES], k_empty[STAGES], v_full[STAGES],
+  // q_full[Q_BUFFERS], q_empty[Q_BUFFERS], k_full[STAGES], k_empty[STAGES], v_full[STAGES],
   // v_empty[STAGES].
   __device__ __forceinline__ unsigned bar(int i) const {
     return base + kQBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + 8 * i;
   }
   __device__ __forceinline__ unsigned q_full(int buffer) const { return bar(buffer); }
-  __device__ __forceinline__ unsigned q_empty(int buffer) const { return bar(kQBuffers + buffer); }
-  __device__ __forceinline__ unsigned k_full(int s) const { return bar(2 * kQBuffers + s); }
+  __device__ __forceinline__ unsigned q_empty(int buffer) const { return bar(Q_BUFFERS + buffer); }
+  __device__ __forceinline__ unsigned k_full(int s) const { return bar(2 * Q_BUFFERS + s); }
   __device__ __forceinline__ unsigned k_empty(int s) const {
-    return bar(2 * kQBuffers + STAGES + s);
+    return bar(2 * Q_BUFFERS + STAGES + s);
   }
   __device__ __forceinline__ unsigned v_full(int s) const {
-    return bar(2 * kQBuffers + 2 * STAGES + s);
+    return bar(2 * Q_BUFFERS + 2 * STAGES + s);
   }
   __device__ __forceinline__ unsigned v_empty(int s) const {
-    return bar(2 * kQBuffers + 3 * STAGES + s);
+    return bar(2 * Q_BUFFERS + 3 * STAGES + s);
   }
 };
 
@@ -238,8 +235,8 @@ __device__ __forceinline__ void produce(const Layout& smem, const evo::TensorMap
     const int b = bh / slots;
     const int slot = bh % slots;
     const int kv_head = rows.kv_head(slot);
-    const int q_buffer = round % kQBuffers;
-    evo::mbar_wait_sleep(smem.q_empty(q_buffer), ((round / kQBuffers) & 1) ^ 1);
+    const int q_buffer = round % Q_BUFFERS;
+    evo::mbar_wait_sleep(smem.q_empty(q_buffer), ((round / Q_BUFFERS) & 1) ^ 1);
     evo::mbar_arrive_expect_tx(smem.q_full(q_buffer), kQTileBytes);
 #pragma unroll
     for (int cb = 0; cb < kColumnBlocks; ++cb) {
@@ -332,34 +329,26 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
   const Scheduler scheduler(B, slots, S_q, rows.positions);
   int kv_iter = 0;
   int round = 0;
-  // TILE_OVERLAP: this tile's first scores were issued beside the previous tile's last P V, and
-  // their softmax run and packed while it ran.
-  bool carried = false;
-  float acc[HEAD_DIM / 2];
-  float row_max[2] = {evo::neg_inf(), evo::neg_inf()};
-  float row_sum[2] = {0.f, 0.f};
-  float s[BLOCK_N / 2];
-  unsigned p[BLOCK_N / 16][4];
-  const int tile_row = wg_row0 + warp * 16 + group;  // the thread's rows: this and + 8
   for (int tile = scheduler.first(); tile < scheduler.num_tiles; tile = scheduler.next(tile)) {
     int bh, m_tile, split, item;
     scheduler.decode(tile, bh, m_tile, split, item);
+    const int m_start = m_tile * kBlockM;
+    const int tile_row = wg_row0 + warp * 16 + group;  // the thread's rows: this and + 8
     const evo::SplitRange kv = kv_tiles(rows, m_tile, split, S_q, S_kv);
     const int num_kv_tiles = kv.count;
+    const int first_position = m_tile * rows.positions;
 
+    float acc[HEAD_DIM / 2];
 #pragma unroll
     for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.f;
-    if (!carried) {
-      row_max[0] = row_max[1] = evo::neg_inf();
-      row_sum[0] = row_sum[1] = 0.f;
-    }
-    // The row statistics the epilogue reads: TILE_OVERLAP starts the next tile's before it.
-    float out_max[2];
-    float out_sum[2];
+    float row_max[2] = {evo::neg_inf(), evo::neg_inf()};
+    float row_sum[2] = {0.f, 0.f};
+    float s[BLOCK_N / 2];
+    unsigned p[BLOCK_N / 16][4];
 
-    // S = Q K^T of this warpgroup's 64 rows (from Q tile q_buffer), and O += P V, issued and
-    // committed.
-    const auto issue_scores = [&](int q_buffer, int stage) {
+    // S = Q K^T of this warpgroup's 64 rows, and O += P V, issued and committed.
+    const int q_buffer = round % Q_BUFFERS;
+    const auto issue_scores = [&](int stage) {
       evo::wgmma_attention_scores<BLOCK_N, HEAD_DIM, kBlockM, Elem>(s, smem.q(q_buffer), wg_row0,
                                                                     smem.k(stage));
     };
@@ -368,18 +357,17 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       evo::wgmma_fence_registers(p);
       evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p, smem.v(stage));
     };
-    // Masks KV tile j of query tile m_tile (KV tiles from kv_first) where it passes S_kv or,
-    // causal, the warpgroup's first row, and runs the online softmax on them.
-    const auto softmax = [&](int tile_m, int kv_first, int j, float(&alpha)[2]) {
-      const int n_start = (kv_first + j) * BLOCK_N;
+    // Masks tile j's scores where it passes S_kv or, causal, the warpgroup's first row, and runs
+    // the online softmax on them.
+    const auto softmax = [&](int j, float(&alpha)[2]) {
+      const int n_start = (kv.first + j) * BLOCK_N;
       if (PACK_GQA) {
         // A packed tile's rows are not consecutive positions: each of the thread's two rows has
         // its own diagonal.
-        if (n_start + BLOCK_N > S_kv ||
-            (IS_CAUSAL && n_start + BLOCK_N - 1 > tile_m * rows.positions)) {
+        if (n_start + BLOCK_N > S_kv || (IS_CAUSAL && n_start + BLOCK_N - 1 > first_position)) {
           const int cols_left = S_kv - n_start - quad * 2;
-          const int ahead[2] = {rows.position(tile_m, tile_row) - n_start - quad * 2,
-                                rows.position(tile_m, tile_row + 8) - n_start - quad * 2};
+          const int ahead[2] = {rows.position(m_tile, tile_row) - n_start - quad * 2,
+                                rows.position(m_tile, tile_row + 8) - n_start - quad * 2};
           evo::mask_scores<BLOCK_N / 8>([&](int nf, int e) -> float& { return s[4 * nf + e]; },
                                         [&](int nf, int e) {
                                           const int col = nf * 8 + (e & 1);
@@ -388,9 +376,9 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
                                         });
         }
       } else if (n_start + BLOCK_N > S_kv ||
-                 (IS_CAUSAL && n_start + BLOCK_N - 1 > tile_m * kBlockM + wg_row0)) {
-        evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(
-            s, S_kv - n_start - quad * 2, tile_m * kBlockM + tile_row - n_start - quad * 2);
+                 (IS_CAUSAL && n_start + BLOCK_N - 1 > m_start + wg_row0)) {
+        evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(s, S_kv - n_start - quad * 2,
+                                                      m_start + tile_row - n_start - quad * 2);
       }
       evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);
     };
@@ -406,44 +394,37 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     const auto wait_values = [&](int j) {
       evo::mbar_wait_sleep(smem.v_full(stage_of(j)), full_parity(j));
     };
-    const auto q_buffer_of = [](int r) { return r % kQBuffers; };
-    const auto wait_q = [&](int r) {
-      evo::mbar_wait_sleep(smem.q_full(q_buffer_of(r)), (r / kQBuffers) & 1);
-    };
-    const int q_buffer = q_buffer_of(round);
 
     // A split with no KV tile (more splits than the tile has KV tiles) loads nothing: it only
     // leaves an empty partial (LSE -inf) below.
     if (SPLITS == 1 || num_kv_tiles > 0) {
+      evo::mbar_wait_sleep(smem.q_full(q_buffer), (round / Q_BUFFERS) & 1);
       float alpha[2];
       if (INTRA_OVERLAP) {
         // Tile 0 alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1} together,
         // wait for the scores only, run the softmax while P V runs, then wait for P V.
-        if (!carried) {
-          wait_q(round);
-          wait_keys(0);
-          turns.wait();
-          issue_scores(q_buffer, stage_of(0));
-          turns.pass();
-          evo::wgmma_wait<0>();
-          evo::wgmma_fence_registers(s);
-          release(smem.k_empty(stage_of(0)), lane);
-          if (num_kv_tiles == 1) release(smem.q_empty(q_buffer), lane);
-          softmax(m_tile, kv.first, 0, alpha);
-          pack_probabilities();
-        }
+        wait_keys(0);
+        turns.wait();
+        issue_scores(stage_of(0));
+        turns.pass();
+        evo::wgmma_wait<0>();
+        evo::wgmma_fence_registers(s);
+        release(smem.k_empty(stage_of(0)), lane);
+        if (num_kv_tiles == 1) release(smem.q_empty(q_buffer), lane);
+        softmax(0, alpha);
+        pack_probabilities();
         for (int j = 1; j < num_kv_tiles; ++j) {
           wait_keys(j);
           wait_values(j - 1);
           turns.wait();
-          issue_scores(q_buffer, stage_of(j));
+          issue_scores(stage_of(j));
           issue_values(stage_of(j - 1));
           turns.pass();
           evo::wgmma_wait<1>();
           evo::wgmma_fence_registers(s);
           release(smem.k_empty(stage_of(j)), lane);
           if (j == num_kv_tiles - 1) release(smem.q_empty(q_buffer), lane);
-          softmax(m_tile, kv.first, j, alpha);
+          softmax(j, alpha);
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(acc);
           evo::wgmma_fence_registers(p);
@@ -451,61 +432,25 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           rescale(alpha);
           pack_probabilities();
         }
-        // The last P V, with TILE_OVERLAP beside the next tile's first Q K^T (its Q is in the
-        // other Q tile, its first K tile next in the ring), whose softmax then runs under it.
         const int last = num_kv_tiles - 1;
-        const int next = scheduler.next(tile);
-        carried = TILE_OVERLAP && next < scheduler.num_tiles;
-        int next_m_tile = 0;
-        int next_kv_first = 0;
-        int next_kv_count = 0;
-        if (carried) {
-          int next_bh, next_split, next_item;
-          scheduler.decode(next, next_bh, next_m_tile, next_split, next_item);
-          const evo::SplitRange next_kv = kv_tiles(rows, next_m_tile, next_split, S_q, S_kv);
-          next_kv_first = next_kv.first;
-          next_kv_count = next_kv.count;
-        }
         wait_values(last);
-        if (carried) {
-          wait_q(round + 1);
-          wait_keys(num_kv_tiles);
-        }
         turns.wait();
-        if (carried) issue_scores(q_buffer_of(round + 1), stage_of(num_kv_tiles));
         issue_values(stage_of(last));
         turns.pass();
-        if (carried) {
-          evo::wgmma_wait<1>();
-          evo::wgmma_fence_registers(s);
-          release(smem.k_empty(stage_of(num_kv_tiles)), lane);
-          if (next_kv_count == 1) release(smem.q_empty(q_buffer_of(round + 1)), lane);
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            out_max[h] = row_max[h];
-            out_sum[h] = row_sum[h];
-            row_max[h] = evo::neg_inf();
-            row_sum[h] = 0.f;
-          }
-          softmax(next_m_tile, next_kv_first, 0, alpha);
-        }
         evo::wgmma_wait<0>();
         evo::wgmma_fence_registers(acc);
-        evo::wgmma_fence_registers(p);
         release(smem.v_empty(stage_of(last)), lane);
-        if (carried) pack_probabilities();
       } else {
-        wait_q(round);
         for (int j = 0; j < num_kv_tiles; ++j) {
           wait_keys(j);
           turns.wait();
-          issue_scores(q_buffer, stage_of(j));
+          issue_scores(stage_of(j));
           turns.pass();
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(s);
           release(smem.k_empty(stage_of(j)), lane);
           if (j == num_kv_tiles - 1) release(smem.q_empty(q_buffer), lane);
-          softmax(m_tile, kv.first, j, alpha);
+          softmax(j, alpha);
           rescale(alpha);
           pack_probabilities();
           wait_values(j);
@@ -520,14 +465,6 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       kv_iter += num_kv_tiles;
       ++round;
     }
-    if (!carried) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        out_max[h] = row_max[h];
-        out_sum[h] = row_sum[h];
-      }
-    }
-    const int m_start = m_tile * kBlockM;
 
     const int b = bh / slots;
     const int slot = bh % slots;
@@ -539,7 +476,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       for (int h = 0; h < 2; ++h) {
         const int r = tile_row + 8 * h;
         const int position = rows.position(m_tile, r);
-        const float l = evo::quad_sum(out_sum[h]);
+        const float l = evo::quad_sum(row_sum[h]);
         if (position < S_q) {
           const long long row = split * row_count +
                                 (static_cast<long long>(b) * H + rows.head(slot, r)) * S_q +
@@ -551,7 +488,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
             *reinterpret_cast<float2*>(o_row + 8 * df) =
                 make_float2(acc[4 * df + 2 * h] * inv, acc[4 * df + 2 * h + 1] * inv);
           }
-          if (quad == 0) partials.lse[row] = evo::split_lse(out_max[h], l, kScale2);
+          if (quad == 0) partials.lse[row] = evo::split_lse(row_max[h], l, kScale2);
         }
       }
       if (LAST_CTA_COMBINES) {
@@ -564,8 +501,8 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     }
 
     // Epilogue: normalize each thread's pairs and store them.
-    const float inv[2] = {evo::wgmma_attention_normalizer(out_sum[0]),
-                          evo::wgmma_attention_normalizer(out_sum[1])};
+    const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),
+                          evo::wgmma_attention_normalizer(row_sum[1])};
     // With PACK_GQA a warpgroup's 64 rows are one box of the O map only where a head's block of
     // positions is a multiple or a divisor of 64 (GROUP a power of two does that for one or two
     // consumers); otherwise the rows are stored from registers.
@@ -643,7 +580,7 @@ extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fw
     evo::prefetch_tensor_map(K_map);
     evo::prefetch_tensor_map(V_map);
     if (TMA_STORE) evo::prefetch_tensor_map(O_map);
-    for (int q = 0; q < hopper::kQBuffers; ++q) {
+    for (int q = 0; q < Q_BUFFERS; ++q) {
       evo::mbar_init(smem.q_full(q), 1);
       evo::mbar_init(smem.q_empty(q), hopper::kConsumerWarps);
     }
