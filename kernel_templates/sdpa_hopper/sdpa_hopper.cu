@@ -16,9 +16,7 @@
 // inside a warpgroup, tile j's Q K^T and tile j-1's P V are issued together and the softmax of
 // tile j runs while P V is still on the tensor cores. PERSISTENT: one CTA per SM walks the tiles
 // (heaviest first when causal) and the producer loads the next tile's Q while the consumers finish
-// the current one; with Q_BUFFERS = 2 it loads it into a second Q tile as soon as the current
-// tile's last K/V copies are issued, rather than once the consumers are done with Q, so that the
-// next tile's first scores do not wait for Q's trip from memory.
+// the current one.
 //
 // Q, K and V reach the kernel as pointers too (the arguments the tensor maps describe), but are
 // read through the maps only.
@@ -41,14 +39,13 @@
 // combines them itself, with no second launch.
 //
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE,
-// PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, Q_BUFFERS) and problem defines (HEAD_DIM, IS_CAUSAL,
+// PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES) and problem defines (HEAD_DIM, IS_CAUSAL,
 // IS_BF16) are prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
-    !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) ||  \
-    !defined(Q_BUFFERS)
+    !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -73,7 +70,6 @@ static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 256,
               "BLOCK_N must be a multiple of 16 in [64, 256]");
 static_assert(STAGES >= 1, "STAGES must be at least 1");
-static_assert(Q_BUFFERS == 1 || Q_BUFFERS == 2, "Q_BUFFERS must be 1 or 2");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256,
               "HEAD_DIM must be 64, 128 or 256");
 static_assert(PINGPONG == 0 || NUM_CONSUMERS >= 2, "PINGPONG needs two consumer warpgroups");
@@ -92,7 +88,6 @@ enum : int {
   kBlockM = NUM_CONSUMERS * 64,
   kColumnBlocks = HEAD_DIM / 64,  // 64-column blocks of 128 bytes: one swizzle span each
   kQTileBytes = kBlockM * HEAD_DIM * 2,
-  kQBytes = Q_BUFFERS * kQTileBytes,
   kKVTileBytes = BLOCK_N * HEAD_DIM * 2,
   kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block
   // Registers per thread at launch (__launch_bounds__(kThreads, 1)), and after the hand-over.
@@ -136,34 +131,27 @@ struct Partials {
 // The shared memory of a CTA: the tiles from the (1024-byte aligned) base, then the mbarriers.
 struct Layout {
   unsigned base;
-  __device__ __forceinline__ unsigned q(int buffer) const { return base + buffer * kQTileBytes; }
+  __device__ __forceinline__ unsigned q() const { return base; }
   __device__ __forceinline__ unsigned k(int stage) const {
-    return base + kQBytes + stage * kKVTileBytes;
+    return base + kQTileBytes + stage * kKVTileBytes;
   }
   __device__ __forceinline__ unsigned v(int stage) const {
-    return base + kQBytes + (STAGES + stage) * kKVTileBytes;
+    return base + kQTileBytes + (STAGES + stage) * kKVTileBytes;
   }
   // Consumer c's O tile: its 64-column blocks 64 * 128 bytes apart.
   __device__ __forceinline__ unsigned o(int consumer) const {
-    return base + kQBytes + 2 * STAGES * kKVTileBytes + consumer * 64 * HEAD_DIM * 2;
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + consumer * 64 * HEAD_DIM * 2;
   }
-  // q_full[Q_BUFFERS], q_empty[Q_BUFFERS], k_full[STAGES], k_empty[STAGES], v_full[STAGES],
-  // v_empty[STAGES].
+  // q_full, q_empty, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES].
   __device__ __forceinline__ unsigned bar(int i) const {
-    return base + kQBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + 8 * i;
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + 8 * i;
   }
-  __device__ __forceinline__ unsigned q_full(int buffer) const { return bar(buffer); }
-  __device__ __forceinline__ unsigned q_empty(int buffer) const { return bar(Q_BUFFERS + buffer); }
-  __device__ __forceinline__ unsigned k_full(int s) const { return bar(2 * Q_BUFFERS + s); }
-  __device__ __forceinline__ unsigned k_empty(int s) const {
-    return bar(2 * Q_BUFFERS + STAGES + s);
-  }
-  __device__ __forceinline__ unsigned v_full(int s) const {
-    return bar(2 * Q_BUFFERS + 2 * STAGES + s);
-  }
-  __device__ __forceinline__ unsigned v_empty(int s) const {
-    return bar(2 * Q_BUFFERS + 3 * STAGES + s);
-  }
+  __device__ __forceinline__ unsigned q_full() const { return bar(0); }
+  __device__ __forceinline__ unsigned q_empty() const { return bar(1); }
+  __device__ __forceinline__ unsigned k_full(int s) const { return bar(2 + s); }
+  __device__ __forceinline__ unsigned k_empty(int s) const { return bar(2 + STAGES + s); }
+  __device__ __forceinline__ unsigned v_full(int s) const { return bar(2 + 2 * STAGES + s); }
+  __device__ __forceinline__ unsigned v_empty(int s) const { return bar(2 + 3 * STAGES + s); }
 };
 
 // The work of a CTA: (query tile, split) pairs of one (batch, head slot), either the one its grid
@@ -235,15 +223,13 @@ __device__ __forceinline__ void produce(const Layout& smem, const evo::TensorMap
     const int b = bh / slots;
     const int slot = bh % slots;
     const int kv_head = rows.kv_head(slot);
-    const int q_buffer = round % Q_BUFFERS;
-    evo::mbar_wait_sleep(smem.q_empty(q_buffer), ((round / Q_BUFFERS) & 1) ^ 1);
-    evo::mbar_arrive_expect_tx(smem.q_full(q_buffer), kQTileBytes);
+    evo::mbar_wait_sleep(smem.q_empty(), (round & 1) ^ 1);
+    evo::mbar_arrive_expect_tx(smem.q_full(), kQTileBytes);
 #pragma unroll
     for (int cb = 0; cb < kColumnBlocks; ++cb) {
       // With PACK_GQA the map's box spans the G heads of the KV head: G blocks of positions.
-      evo::tma_load_4d(smem.q(q_buffer) + cb * kBlockM * 128, q_map, cb * 64,
-                       m_tile * rows.positions, PACK_GQA ? slot * rows.group : slot, b,
-                       smem.q_full(q_buffer));
+      evo::tma_load_4d(smem.q() + cb * kBlockM * 128, q_map, cb * 64, m_tile * rows.positions,
+                       PACK_GQA ? slot * rows.group : slot, b, smem.q_full());
     }
     for (int j = 0; j < kv.count; ++j, ++kv_iter) {
       const int stage = kv_iter % STAGES;
@@ -347,9 +333,8 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     unsigned p[BLOCK_N / 16][4];
 
     // S = Q K^T of this warpgroup's 64 rows, and O += P V, issued and committed.
-    const int q_buffer = round % Q_BUFFERS;
     const auto issue_scores = [&](int stage) {
-      evo::wgmma_attention_scores<BLOCK_N, HEAD_DIM, kBlockM, Elem>(s, smem.q(q_buffer), wg_row0,
+      evo::wgmma_attention_scores<BLOCK_N, HEAD_DIM, kBlockM, Elem>(s, smem.q(), wg_row0,
                                                                     smem.k(stage));
     };
     const auto issue_values = [&](int stage) {
@@ -398,7 +383,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     // A split with no KV tile (more splits than the tile has KV tiles) loads nothing: it only
     // leaves an empty partial (LSE -inf) below.
     if (SPLITS == 1 || num_kv_tiles > 0) {
-      evo::mbar_wait_sleep(smem.q_full(q_buffer), (round / Q_BUFFERS) & 1);
+      evo::mbar_wait_sleep(smem.q_full(), round & 1);
       float alpha[2];
       if (INTRA_OVERLAP) {
         // Tile 0 alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1} together,
@@ -410,7 +395,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         evo::wgmma_wait<0>();
         evo::wgmma_fence_registers(s);
         release(smem.k_empty(stage_of(0)), lane);
-        if (num_kv_tiles == 1) release(smem.q_empty(q_buffer), lane);
+        if (num_kv_tiles == 1) release(smem.q_empty(), lane);
         softmax(0, alpha);
         pack_probabilities();
         for (int j = 1; j < num_kv_tiles; ++j) {
@@ -423,7 +408,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           evo::wgmma_wait<1>();
           evo::wgmma_fence_registers(s);
           release(smem.k_empty(stage_of(j)), lane);
-          if (j == num_kv_tiles - 1) release(smem.q_empty(q_buffer), lane);
+          if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
           softmax(j, alpha);
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(acc);
@@ -449,7 +434,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(s);
           release(smem.k_empty(stage_of(j)), lane);
-          if (j == num_kv_tiles - 1) release(smem.q_empty(q_buffer), lane);
+          if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
           softmax(j, alpha);
           rescale(alpha);
           pack_probabilities();
@@ -580,10 +565,8 @@ extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fw
     evo::prefetch_tensor_map(K_map);
     evo::prefetch_tensor_map(V_map);
     if (TMA_STORE) evo::prefetch_tensor_map(O_map);
-    for (int q = 0; q < Q_BUFFERS; ++q) {
-      evo::mbar_init(smem.q_full(q), 1);
-      evo::mbar_init(smem.q_empty(q), hopper::kConsumerWarps);
-    }
+    evo::mbar_init(smem.q_full(), 1);
+    evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps);
     for (int s = 0; s < STAGES; ++s) {
       evo::mbar_init(smem.k_full(s), 1);
       evo::mbar_init(smem.k_empty(s), hopper::kConsumerWarps);
