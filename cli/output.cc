@@ -204,6 +204,7 @@ std::string CompileReportToText(const CompileReport& report) {
                              Kib(r.smem_static + outcome.dynamic_smem)));
     line("spills", fmt::format("{} bytes stored, {} bytes loaded; stack frame {} bytes",
                                r.spill_stores, r.spill_loads, r.stack_frame));
+    for (const std::string& loss : r.performance_losses) line("ptxas", "performance loss " + loss);
   }
   if (outcome.status != Status::kInvalid) {
     line("compile", outcome.compiled.cache_hit

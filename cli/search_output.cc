@@ -192,6 +192,9 @@ std::string CandidateToText(const CandidateRecord& c) {
         "spills {} B stored / {} B loaded, {} threads, {:.0f} ms{}\n",
         r.registers, r.smem_static, o.dynamic_smem, r.stack_frame, r.spill_stores, r.spill_loads,
         o.threads_per_block, o.compile_ms, o.compile_cached ? " (cached)" : "");
+    for (const std::string& loss : r.performance_losses) {
+      text += "  ptxas:     performance loss " + loss + "\n";
+    }
   }
   if (o.gpu) {
     const CorrectnessFigures& k = o.gpu->correctness;

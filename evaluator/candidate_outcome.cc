@@ -6,11 +6,14 @@
 namespace evo {
 
 nlohmann::json KernelResourcesToJson(const KernelResources& r) {
-  return {{"function", r.function},       {"arch", r.arch},
-          {"registers", r.registers},     {"barriers", r.barriers},
-          {"smem_static", r.smem_static}, {"cmem0", r.cmem0},
-          {"stack_frame", r.stack_frame}, {"spill_stores", r.spill_stores},
-          {"spill_loads", r.spill_loads}, {"cumulative_stack", r.cumulative_stack}};
+  nlohmann::json json = {{"function", r.function},       {"arch", r.arch},
+                         {"registers", r.registers},     {"barriers", r.barriers},
+                         {"smem_static", r.smem_static}, {"cmem0", r.cmem0},
+                         {"stack_frame", r.stack_frame}, {"spill_stores", r.spill_stores},
+                         {"spill_loads", r.spill_loads}, {"cumulative_stack", r.cumulative_stack}};
+  // Only where ptxas wrote one: records and caches made without it stay as they were.
+  if (!r.performance_losses.empty()) json["performance_losses"] = r.performance_losses;
+  return json;
 }
 
 KernelResources KernelResourcesFromJson(const nlohmann::json& json) {
@@ -25,6 +28,9 @@ KernelResources KernelResourcesFromJson(const nlohmann::json& json) {
   r.spill_stores = json.at("spill_stores").get<int64_t>();
   r.spill_loads = json.at("spill_loads").get<int64_t>();
   r.cumulative_stack = json.at("cumulative_stack").get<int64_t>();
+  if (json.contains("performance_losses")) {
+    r.performance_losses = json.at("performance_losses").get<std::vector<std::string>>();
+  }
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/sha256.h"
+#include "evaluator/candidate_outcome.h"
 
 namespace evo {
 namespace {
@@ -16,29 +17,6 @@ namespace {
 using Json = nlohmann::json;
 
 constexpr int kEntryFormat = 1;
-
-Json ToJson(const KernelResources& kernel) {
-  return {{"function", kernel.function},       {"arch", kernel.arch},
-          {"registers", kernel.registers},     {"barriers", kernel.barriers},
-          {"smem_static", kernel.smem_static}, {"cmem0", kernel.cmem0},
-          {"stack_frame", kernel.stack_frame}, {"spill_stores", kernel.spill_stores},
-          {"spill_loads", kernel.spill_loads}, {"cumulative_stack", kernel.cumulative_stack}};
-}
-
-KernelResources KernelFromJson(const Json& json) {
-  KernelResources kernel;
-  kernel.function = json.at("function").get<std::string>();
-  kernel.arch = json.at("arch").get<std::string>();
-  kernel.registers = json.at("registers").get<int>();
-  kernel.barriers = json.at("barriers").get<int>();
-  kernel.smem_static = json.at("smem_static").get<int64_t>();
-  kernel.cmem0 = json.at("cmem0").get<int64_t>();
-  kernel.stack_frame = json.at("stack_frame").get<int64_t>();
-  kernel.spill_stores = json.at("spill_stores").get<int64_t>();
-  kernel.spill_loads = json.at("spill_loads").get<int64_t>();
-  kernel.cumulative_stack = json.at("cumulative_stack").get<int64_t>();
-  return kernel;
-}
 
 }  // namespace
 
@@ -61,7 +39,8 @@ std::optional<CompileResult> CompileCache::Lookup(const std::string& key) const 
     result.ok = entry.at("ok").get<bool>();
     result.log = entry.at("log").get<std::string>();
     result.compile_ms = entry.at("compile_ms").get<double>();
-    for (const Json& kernel : entry.at("kernels")) result.kernels.push_back(KernelFromJson(kernel));
+    for (const Json& kernel : entry.at("kernels"))
+      result.kernels.push_back(KernelResourcesFromJson(kernel));
     if (result.ok) {
       const std::optional<std::string> cubin = TryReadFile(folder_ / (key + ".cubin"));
       if (!cubin || Sha256Hex(*cubin) != entry.at("cubin_sha256").get<std::string>()) {
@@ -80,7 +59,8 @@ std::optional<CompileResult> CompileCache::Lookup(const std::string& key) const 
 
 void CompileCache::Store(const std::string& key, const CompileResult& result) const {
   Json kernels = Json::array();
-  for (const KernelResources& kernel : result.kernels) kernels.push_back(ToJson(kernel));
+  for (const KernelResources& kernel : result.kernels)
+    kernels.push_back(KernelResourcesToJson(kernel));
   const Json entry = {{"format", kEntryFormat}, {"ok", result.ok},
                       {"log", result.log},      {"compile_ms", result.compile_ms},
                       {"kernels", kernels},     {"cubin_sha256", Sha256Hex(result.cubin)}};

@@ -47,6 +47,8 @@ std::vector<KernelResources> ParsePtxasReport(std::string_view log) {
   // Properties lines name any function (entry or not); Used lines follow an entry's header.
   std::string properties_of;
   KernelResources* current = nullptr;
+  // A performance note names its function and comes before that function's entry lines.
+  std::vector<std::pair<std::string, std::string>> losses;
   while (!log.empty()) {
     const size_t newline = log.find('\n');
     const std::string_view line = log.substr(0, newline);
@@ -55,7 +57,19 @@ std::vector<KernelResources> ParsePtxasReport(std::string_view log) {
     const size_t colon = line.find(':');
     const std::string_view body =
         Trim(colon == std::string_view::npos ? line.substr(5) : line.substr(colon + 1));
-    if (body.starts_with("Compiling entry function")) {
+    constexpr std::string_view kLoss = "Potential Performance Loss: ";
+    constexpr std::string_view kInFunction = " in the function ";
+    if (const size_t loss = body.find(kLoss); loss != std::string_view::npos) {
+      std::string_view note = body.substr(loss + kLoss.size());
+      const size_t in = note.rfind(kInFunction);
+      const auto function =
+          in == std::string_view::npos ? std::nullopt : Quoted(note, in + kInFunction.size());
+      if (!function) continue;
+      note = note.substr(0, in);
+      const std::string_view code = Trim(body.substr(0, loss));
+      losses.emplace_back(std::string(*function),
+                          (code.empty() ? "" : std::string(code) + " ") + std::string(note));
+    } else if (body.starts_with("Compiling entry function")) {
       const auto function = Quoted(body);
       const auto arch =
           function ? Quoted(body, body.find('\'') + function->size() + 2) : std::nullopt;
@@ -85,6 +99,11 @@ std::vector<KernelResources> ParsePtxasReport(std::string_view log) {
         if (what == "bytes cmem[0]") current->cmem0 = number;
         if (what == "bytes cumulative stack size") current->cumulative_stack = number;
       });
+    }
+  }
+  for (const auto& [function, note] : losses) {
+    for (KernelResources& kernel : kernels) {
+      if (kernel.function == function) kernel.performance_losses.push_back(note);
     }
   }
   return kernels;

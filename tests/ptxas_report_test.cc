@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "evaluator/candidate_outcome.h"
 #include "evaluator/nvrtc_compiler.h"
 
 namespace evo {
@@ -45,6 +46,40 @@ TEST_CASE("a ptxas report with several functions is read per entry", "[ptxas]") 
   CHECK(k->cmem0 == 384);
   CHECK(k->smem_static == 0);
   CHECK(FindKernel(kernels, "helper") == nullptr);
+}
+
+TEST_CASE("ptxas's performance-loss notes are kept with the function they name", "[ptxas]") {
+  // As NVRTC 13.0 printed it for a Hopper kernel whose wgmma ptxas serialized: the note comes
+  // before the entry it is about, and another entry sits between.
+  const std::string log =
+      "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are "
+      "serialized due to non wgmma instructions reading accumulator registers of  a wgmma "
+      "between start and end of the pipeline stage in the function 'fwd'\n"
+      "ptxas info    : Compiling entry function 'combine' for 'sm_90a'\n"
+      "ptxas info    : Function properties for combine\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 20 registers, used 0 barriers\n"
+      "ptxas info    : Compiling entry function 'fwd' for 'sm_90a'\n"
+      "ptxas info    : Function properties for fwd\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 168 registers, used 16 barriers\n"
+      "ptxas info    : Potential Performance Loss: a note without a function\n";
+  const auto kernels = ParsePtxasReport(log);
+  REQUIRE(kernels.size() == 2);
+  const KernelResources* fwd = FindKernel(kernels, "fwd");
+  REQUIRE(fwd != nullptr);
+  CHECK(fwd->registers == 168);
+  REQUIRE(fwd->performance_losses.size() == 1);
+  CHECK(fwd->performance_losses[0] ==
+        "(C7514) wgmma.mma_async instructions are serialized due to non wgmma instructions "
+        "reading accumulator registers of  a wgmma between start and end of the pipeline stage");
+  CHECK(FindKernel(kernels, "combine")->performance_losses.empty());
+
+  // Stored (outcomes, recordings, the compile cache) and read back; absent where there is none.
+  CHECK(KernelResourcesFromJson(KernelResourcesToJson(*fwd)).performance_losses ==
+        fwd->performance_losses);
+  CHECK_FALSE(
+      KernelResourcesToJson(*FindKernel(kernels, "combine")).contains("performance_losses"));
 }
 
 TEST_CASE("ptxas figures read from real NVRTC output", "[ptxas][nvrtc]") {
