@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "common/sha256.h"
 #include "evaluator/candidate_outcome.h"
+#include "evaluator/ptxas_report.h"
 
 namespace evo {
 namespace {
@@ -39,8 +40,9 @@ std::optional<CompileResult> CompileCache::Lookup(const std::string& key) const 
     result.ok = entry.at("ok").get<bool>();
     result.log = entry.at("log").get<std::string>();
     result.compile_ms = entry.at("compile_ms").get<double>();
-    for (const Json& kernel : entry.at("kernels"))
-      result.kernels.push_back(KernelResourcesFromJson(kernel));
+    // The figures are read from the log, as the compiler does, rather than from the entry's
+    // copy of them: entries written before ptxas's performance notes were read give them too.
+    result.kernels = ParsePtxasReport(result.log);
     if (result.ok) {
       const std::optional<std::string> cubin = TryReadFile(folder_ / (key + ".cubin"));
       if (!cubin || Sha256Hex(*cubin) != entry.at("cubin_sha256").get<std::string>()) {
@@ -58,6 +60,8 @@ std::optional<CompileResult> CompileCache::Lookup(const std::string& key) const 
 }
 
 void CompileCache::Store(const std::string& key, const CompileResult& result) const {
+  // The parsed figures are derivable from the log; they are still written for older evo
+  // versions that read them from a shared cache folder.
   Json kernels = Json::array();
   for (const KernelResources& kernel : result.kernels)
     kernels.push_back(KernelResourcesToJson(kernel));
