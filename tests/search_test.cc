@@ -224,8 +224,7 @@ TEST_CASE("a new best mid-generation drops the generation's rest and proposes ar
     }
     REQUIRE(before != nullptr);
     const TimingFigures& noise = *before->scoring_timing();
-    const double threshold =
-        std::max(0.01 * noise.median_us, 0.5 * (noise.p90_us - noise.p10_us));
+    const double threshold = std::max(0.01 * noise.median_us, 0.5 * (noise.p90_us - noise.p10_us));
     std::optional<size_t> first_improving;
     for (size_t i = 0; i < generation.size() && !first_improving; ++i) {
       const std::optional<double> score = generation[i].score_us();

@@ -373,7 +373,8 @@ TEST_CASE("store: dropping a run's pending candidates keeps every finished one a
   const int64_t run_id = store.CreateRun(MakeSpec());
   const int64_t other_run = store.CreateRun(MakeSpec());
   const std::vector<int64_t> ids = store.AddPending(
-      run_id, 0, {{"cfg-a", MakeProposal(64)}, {"cfg-b", MakeProposal(128)}, {"cfg-c", MakeProposal(32)}});
+      run_id, 0,
+      {{"cfg-a", MakeProposal(64)}, {"cfg-b", MakeProposal(128)}, {"cfg-c", MakeProposal(32)}});
   store.AddPending(other_run, 0, {{"cfg-a", MakeProposal(64)}});
   store.Finish(ids[0], MakeOutcome(Status::kMeasured, 5), MakeTiming(5));
   const std::vector<CandidateRecord> elite = store.Elite(run_id);
