@@ -261,9 +261,9 @@ __device__ __forceinline__ void combine_item(const Args& args, const Shape& shap
   const int m_start = item.m_tile * BLOCK_M;
   for (int r = warp; r < BLOCK_M && m_start + r < shape.rows; r += NUM_WARPS) {
     const long long row = row_index(shape, item, m_start + r);
-    evo::combine_row<HEAD_DIM, SPLITS>(args.O_partial + row * HEAD_DIM, split_rows * HEAD_DIM,
-                                       args.LSE_partial + row, split_rows, lane,
-                                       evo::StoreRow16<evo::Fp16>{args.O + row * HEAD_DIM});
+    evo::combine_row<HEAD_DIM, SPLITS, evo::kLastCtaCombineFloatsInFlight>(
+        args.O_partial + row * HEAD_DIM, split_rows * HEAD_DIM, args.LSE_partial + row, split_rows,
+        lane, evo::StoreRow16<evo::Fp16>{args.O + row * HEAD_DIM});
   }
 }
 
@@ -567,7 +567,7 @@ extern "C" __global__ void __launch_bounds__(sdpa::kCombineWarps * 32)
   const long long rows = static_cast<long long>(B) * H * S_q;
   const long long row = static_cast<long long>(blockIdx.x) * sdpa::kCombineWarps + threadIdx.x / 32;
   if (row >= rows) return;
-  evo::combine_row<HEAD_DIM, SPLITS>(O_partial + row * HEAD_DIM, rows * HEAD_DIM, LSE_partial + row,
-                                     rows, threadIdx.x % 32,
-                                     evo::StoreRow16<evo::Fp16>{O + row * HEAD_DIM});
+  evo::combine_row<HEAD_DIM, SPLITS, evo::kCombineFloatsInFlight>(
+      O_partial + row * HEAD_DIM, rows * HEAD_DIM, LSE_partial + row, rows, threadIdx.x % 32,
+      evo::StoreRow16<evo::Fp16>{O + row * HEAD_DIM});
 }

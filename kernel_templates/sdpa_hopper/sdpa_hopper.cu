@@ -287,9 +287,9 @@ __device__ __forceinline__ void combine_item(const Partials& partials,
     const int position = rows.position(m_tile, r);
     if (position >= S_q) continue;
     const long long row = (static_cast<long long>(b) * H + rows.head(slot, r)) * S_q + position;
-    evo::combine_row<HEAD_DIM, SPLITS>(partials.o + row * HEAD_DIM, row_count * HEAD_DIM,
-                                       partials.lse + row, row_count, lane,
-                                       evo::StoreRow16<Elem>{O + row * HEAD_DIM});
+    evo::combine_row<HEAD_DIM, SPLITS, evo::kLastCtaCombineFloatsInFlight>(
+        partials.o + row * HEAD_DIM, row_count * HEAD_DIM, partials.lse + row, row_count, lane,
+        evo::StoreRow16<Elem>{O + row * HEAD_DIM});
   }
 }
 
@@ -595,7 +595,7 @@ extern "C" __global__ void __launch_bounds__(128)
   const long long row_count = static_cast<long long>(B) * H * S_q;
   const long long row = static_cast<long long>(blockIdx.x) * 4 + threadIdx.x / 32;
   if (row >= row_count) return;
-  evo::combine_row<HEAD_DIM, SPLITS>(O_partial + row * HEAD_DIM, row_count * HEAD_DIM,
-                                     LSE_partial + row, row_count, threadIdx.x % 32,
-                                     evo::StoreRow16<hopper::Elem>{O + row * HEAD_DIM});
+  evo::combine_row<HEAD_DIM, SPLITS, evo::kCombineFloatsInFlight>(
+      O_partial + row * HEAD_DIM, row_count * HEAD_DIM, LSE_partial + row, row_count,
+      threadIdx.x % 32, evo::StoreRow16<hopper::Elem>{O + row * HEAD_DIM});
 }

@@ -96,38 +96,88 @@ struct CombineLanes {
   enum : int { kColumns = HeadDim / 32 };
 };
 
+// combine_row's FloatsInFlight for a combine kernel (registers for 32 splits of 128 columns)
+// and for the CTA that combines after its own work: 0, the rows loaded once the weights are
+// known (a 254-register sdpa_fp16 at D=256 spilled with even one split loaded before).
+constexpr int kCombineFloatsInFlight = 128;
+constexpr int kLastCtaCombineFloatsInFlight = 0;
+
 // One warp combines one row from its Splits partials: o_row0 / lse_row0 point at split 0's
 // partial output row and LSE, and the other splits follow o_split_stride / lse_split_stride
-// elements apart. store(column, values) writes the lane's CombineLanes<HeadDim>::kColumns
-// combined values from `column` on (StoreRow16 for fp16 or bf16 rows). Every lane of the warp
-// calls it (shuffles).
-template <int HeadDim, int Splits, class Store>
+// elements apart. Each lane loads up to FloatsInFlight partial values (whole splits of
+// CombineLanes<HeadDim>::kColumns) before the weights are known, then combines them; with 0, a
+// split's values are loaded once its weight is known. A combine kernel has registers for every
+// split at once, a CTA that combines after its own work may not. store(column, values)
+// writes the lane's CombineLanes<HeadDim>::kColumns combined values from `column` on (StoreRow16
+// for fp16 or bf16 rows). Every lane of the warp calls it (shuffles).
+template <int HeadDim, int Splits, int FloatsInFlight, class Store>
 __device__ __forceinline__ void combine_row(const float* o_row0, long long o_split_stride,
                                             const float* lse_row0, long long lse_split_stride,
                                             int lane, Store store) {
   static_assert(Splits >= 1 && Splits <= 32, "one lane holds each split's LSE: at most 32 splits");
   constexpr int kColumns = CombineLanes<HeadDim>::kColumns;
   const float lse = lane < Splits ? ld_global_cg(lse_row0 + lane * lse_split_stride) : neg_inf();
-  const float lse_max = warp_max(lse);
-  // Splits that saw no key weigh nothing (and -inf - -inf would be NaN where none did).
-  const float weight = lse == neg_inf() ? 0.f : exp2f(lse - lse_max);
-  const float weight_sum = warp_sum(weight);
+  const float* o_lane = o_row0 + lane * kColumns;
   float o[kColumns];
 #pragma unroll
   for (int i = 0; i < kColumns; ++i) o[i] = 0.f;
-  const float* o_lane = o_row0 + lane * kColumns;
+  const auto finish = [&](float weight_sum) {
+    const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
 #pragma unroll
-  for (int s = 0; s < Splits; ++s) {
-    const float w = __shfl_sync(0xffffffffu, weight, s);
-    float v[kColumns];
-    ld_global_cg_vec(v, o_lane + s * o_split_stride);
+    for (int i = 0; i < kColumns; ++i) o[i] *= inv;
+    store(lane * kColumns, o);
+  };
+  if constexpr (FloatsInFlight == 0) {
+    const float lse_max = warp_max(lse);
+    // Splits that saw no key weigh nothing (and -inf - -inf would be NaN where none did).
+    const float weight = lse == neg_inf() ? 0.f : exp2f(lse - lse_max);
+    const float weight_sum = warp_sum(weight);
 #pragma unroll
-    for (int i = 0; i < kColumns; ++i) o[i] = fmaf(w, v[i], o[i]);
+    for (int s = 0; s < Splits; ++s) {
+      const float w = __shfl_sync(0xffffffffu, weight, s);
+      float v[kColumns];
+      ld_global_cg_vec(v, o_lane + s * o_split_stride);
+#pragma unroll
+      for (int i = 0; i < kColumns; ++i) o[i] = fmaf(w, v[i], o[i]);
+    }
+    finish(weight_sum);
+  } else {
+    // The partial rows are loaded before the weights are known: a combine is a chain of L2
+    // round trips that the whole call waits for, and the weights' shuffles between the LSE's
+    // load and the rows' loads made it one round trip longer.
+    constexpr int kFit = FloatsInFlight / kColumns > 0 ? FloatsInFlight / kColumns : 1;
+    constexpr int kBatch = Splits < kFit ? Splits : kFit;
+    float v[kBatch][kColumns];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) ld_global_cg_vec(v[b], o_lane + b * o_split_stride);
+    // ptxas schedules the shuffles, which wait for the LSE only, before the rows' loads unless
+    // they wait for those too: a product with zero (kept, since it is NaN for an infinite value)
+    // of one value of each split makes them.
+    float after_rows = lse;
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) after_rows = fmaf(v[b][0], 0.f, after_rows);
+    const float lse_max = warp_max(after_rows);
+    const float weight = lse == neg_inf() ? 0.f : exp2f(lse - lse_max);
+    const float weight_sum = warp_sum(weight);
+#pragma unroll
+    for (int first = 0; first < Splits; first += kBatch) {
+      if (first > 0) {
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          if (first + b < Splits) ld_global_cg_vec(v[b], o_lane + (first + b) * o_split_stride);
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (first + b < Splits) {
+          const float w = __shfl_sync(0xffffffffu, weight, first + b);
+#pragma unroll
+          for (int i = 0; i < kColumns; ++i) o[i] = fmaf(w, v[b][i], o[i]);
+        }
+      }
+    }
+    finish(weight_sum);
   }
-  const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
-#pragma unroll
-  for (int i = 0; i < kColumns; ++i) o[i] *= inv;
-  store(lane * kColumns, o);
 }
 
 // A combine_row store into a row of 16-bit floats (Element: Fp16 or Bf16 of evo/half_types.cuh).
