@@ -228,7 +228,11 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     } else {
       std::cout << EliteToText(finished, elite);
     }
-    return summary.reason == StopReason::kInterrupted ? 130 : kExitOk;
+    // Ctrl-C during the re-timing left the run as the search stopped it, but was still a stop.
+    const bool interrupted =
+        summary.reason == StopReason::kInterrupted ||
+        (summary.retime && summary.retime->result == RetimeResult::kInterrupted);
+    return interrupted ? 130 : kExitOk;
   };
 }
 

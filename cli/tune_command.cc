@@ -225,7 +225,8 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
                              note + (result.reason == StopReason::kBudget
                                          ? ""
                                          : " (" + std::string(ToString(result.reason)) + ")"));
-      interrupted = result.reason == StopReason::kInterrupted;
+      interrupted = result.reason == StopReason::kInterrupted ||
+                    (result.retime && result.retime->result == RetimeResult::kInterrupted);
     }
     std::cout << summary;
     if (interrupted) {

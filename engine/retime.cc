@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <exception>
 #include <map>
+#include <set>
 
 #include "evaluator/recording.h"
 
@@ -78,6 +80,7 @@ RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvalua
   retiming.rounds = options.rounds;
   retiming.gpu = gpu;
   retiming.started_at = NowIso8601();
+  const auto start = std::chrono::steady_clock::now();
   try {
     // Members an earlier session measured are compiled again while the first ones are timed.
     evaluator.Prefetch(genomes);
@@ -113,7 +116,10 @@ RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvalua
   const bool changed = Ids(ordered) != Ids(elite);
   RetimeReport report = Report(
       RetimeResult::kRetimed,
-      fmt::format("re-timing {} stored: side by side the order is {}{}", retiming.id, Ids(ordered),
+      fmt::format("re-timing {} stored ({} timings in {:.1f} s): side by side the order is {}{}",
+                  retiming.id, retiming.timings.size(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                  Ids(ordered),
                   changed ? " (by score it was " + Ids(elite) + ")" : ", as by score"));
   report.retiming = std::move(retiming);
   return report;
