@@ -163,7 +163,7 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
         retimed->retiming_id, retimed->timings,
         retimed->gpu ? fmt::format(" on GPU {}", retimed->gpu->ordinal) : "", retimed->finished_at);
   } else if (elite.size() > 1) {
-    text += "  ordered by score (not re-timed side by side since its members last changed)\n";
+    text += "  ordered by score (these members were not re-timed side by side)\n";
   }
   text +=
       fmt::format("{:>4}  {:>9}  {:>10}  {:>12}  {:>10}  {:>10}  {:>15}  {:>8}  {:>4}  {:>9}  {}\n",

@@ -621,7 +621,8 @@ TEST_CASE("evo run --replay says its elite is not re-timed and why; --no-retime,
   CHECK(run.err.find("evo: the elite was not re-timed: a replay repeats the figures its "
                      "recording holds and cannot time the elite side by side; it keeps its "
                      "score order\n") != std::string::npos);
-  CHECK(run.out.find("ordered by score (not re-timed side by side") != std::string::npos);
+  CHECK(run.out.find("ordered by score (these members were not re-timed side by side)") !=
+        std::string::npos);
   {
     PopulationStore store(db, PopulationStore::Access::kReadOnly);
     CHECK(store.Retimings(1).empty());
