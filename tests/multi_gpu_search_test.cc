@@ -209,10 +209,43 @@ TEST_CASE("evo run --gpus 0 on a GPU stores the GPU's name and UUID with what it
     CHECK(c.measured_on->uuid.rfind("GPU-", 0) == 0);
   }
   CHECK(on_gpu > 0);
-  const std::vector<CandidateRecord> elite = store.Elite(1);
+  const std::vector<CandidateRecord> by_score = store.EliteByScore(1);
   const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+  REQUIRE(by_score.size() == expected.size());
+  for (size_t i = 0; i < by_score.size(); ++i) CHECK(by_score[i].id == expected[i].id);
+
+  // The elite was re-timed side by side on GPU 0, each timing the gate's, with its SM clock,
+  // and its order follows the medians.
+  const std::vector<CandidateRecord> elite = store.Elite(1);
   REQUIRE(elite.size() == expected.size());
-  for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+  const std::vector<Retiming> retimings = store.Retimings(1);
+  if (elite.size() < 2) {
+    CHECK_THAT(run.err, Catch::Contains("nothing to re-time side by side"));
+    CHECK(retimings.empty());
+    return;
+  }
+  CHECK_THAT(run.err, Catch::Contains("side by side on GPU 0: 4 rounds"));
+  CHECK_THAT(run.err, Catch::Contains("evo: re-timing 1 stored ("));
+  REQUIRE(retimings.size() == 1);
+  CHECK(retimings[0].gpu->uuid == devices[0].uuid);
+  CHECK(retimings[0].timings.size() == 4 * elite.size());
+  for (const RetimingTiming& t : retimings[0].timings) {
+    CHECK(t.timing.median_us > 0);
+    CHECK(t.timing.sm_clock_mhz > 0);
+  }
+  for (size_t i = 0; i < elite.size(); ++i) {
+    REQUIRE(elite[i].side_by_side);
+    if (i > 0) CHECK(elite[i - 1].side_by_side->median_us <= elite[i].side_by_side->median_us);
+  }
+  WARN(run.err.substr(run.err.rfind("evo: re-timing")));
+
+  // Resumed, the run has nothing to search and its elite's members were re-timed: no timing.
+  std::vector<std::string> resume = GpuRun(dir.path(), "0", 8);
+  resume.insert(resume.end(), {"--resume", "1"});
+  const auto again = test::RunEvo(resume, dir.path());
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.err, Catch::Contains("the elite's order comes from re-timing 1 of the same "
+                                        "members"));
 }
 
 TEST_CASE("evo run on two GPUs of the host spreads one search over both", "[gpu][gpus]") {
@@ -253,10 +286,12 @@ TEST_CASE("evo run on two GPUs of the host spreads one search over both", "[gpu]
   }
   CHECK(genomes.size() == 16);
   CHECK(per_gpu.size() == 2);
-  const std::vector<CandidateRecord> elite = store.Elite(1);
+  const std::vector<CandidateRecord> elite = store.EliteByScore(1);
   const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
   REQUIRE(elite.size() == expected.size());
   for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+  // Re-timed on one GPU only, the first.
+  if (elite.size() > 1) CHECK_THAT(run.err, Catch::Contains("side by side on GPU 0:"));
 }
 
 }  // namespace
