@@ -48,7 +48,18 @@ RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvalua
         RetimeResult::kUpToDate,
         fmt::format("the elite's order comes from re-timing {} of the same members", latest->id));
   }
-  if (const std::string why = evaluator.RetimingUnavailable(); !why.empty()) {
+  std::string why = evaluator.RetimingUnavailable();
+  // A run resumed with --force on another template version or GPU model: its members' figures
+  // came from other code or another GPU, which a re-timing here would not order.
+  if (const std::optional<RunRecord> run = store.FindRun(run_id); why.empty() && run) {
+    const EvaluatorIdentity& identity = evaluator.identity();
+    if (run->spec.template_hash != identity.template_hash) {
+      why = "the run was measured with another version of " + run->spec.template_name;
+    } else if (run->spec.device != identity.device) {
+      why = "the run was measured on " + run->spec.device + ", not on " + identity.device;
+    }
+  }
+  if (!why.empty()) {
     return Report(RetimeResult::kUnavailable,
                   "the elite was not re-timed: " + why + "; it keeps its score order");
   }
@@ -94,13 +105,14 @@ RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvalua
         }
         const GpuVerdict verdict = evaluator.Remeasure(options.lane, by_id.at(id)->proposal.genome);
         if (verdict.status != Status::kMeasured || !verdict.timing) {
-          const std::string why = !verdict.error.empty() ? verdict.error
-                                  : !verdict.correctness.failure.empty()
-                                      ? verdict.correctness.failure
-                                      : "no timing";
-          return Report(RetimeResult::kFailed,
-                        fmt::format("re-timing failed: candidate {} in round {} was {} ({}); {}",
-                                    id, round + 1, ToString(verdict.status), why, kScoreOrderKept));
+          const std::string failure = !verdict.error.empty() ? verdict.error
+                                      : !verdict.correctness.failure.empty()
+                                          ? verdict.correctness.failure
+                                          : "no timing";
+          return Report(
+              RetimeResult::kFailed,
+              fmt::format("re-timing failed: candidate {} in round {} was {} ({}); {}", id,
+                          round + 1, ToString(verdict.status), failure, kScoreOrderKept));
         }
         retiming.timings.push_back({id, round, *verdict.timing});
       }

@@ -7,6 +7,7 @@
 
 #include "engine/search.h"
 #include "population/retiming.h"
+#include "population/sqlite.h"
 #include "population/store.h"
 #include "tests/fake_gpu_run.h"
 #include "tests/test_support.h"
@@ -312,6 +313,26 @@ TEST_CASE("retime: an elite of one member has no order to settle; rounds 0 turn 
   REQUIRE(unretimed.retime);
   CHECK(unretimed.retime->result == RetimeResult::kOff);
   CHECK(off.store().Retimings(off.run_id()).empty());
+}
+
+TEST_CASE(
+    "retime: a run resumed (--force) on another template version or GPU model is not re-timed",
+    "[retime][search][gpus]") {
+  const std::string column = GENERATE(std::string("template_hash"), std::string("device"));
+  FakeGpuRun run({kWarming}, 11, 16, 3);
+  CHECK(run.Run(NoRetime()).reason == StopReason::kBudget);
+  {
+    sqlite::Database db(run.folder() / "evo.db", sqlite::Database::Mode::kReadWrite);
+    db.Execute("UPDATE runs SET " + column + " = 'another'");
+  }
+  const SearchSummary summary = run.Run();
+  REQUIRE(summary.retime);
+  CHECK(summary.retime->result == RetimeResult::kUnavailable);
+  CHECK_THAT(summary.retime->message,
+             Catch::Contains(column == "device" ? "was measured on another, not on Fake GPU"
+                                                : "was measured with another version of "
+                                                  "sdpa_fp16"));
+  CHECK(run.store().Retimings(run.run_id()).empty());
 }
 
 TEST_CASE("retime: an interrupted search does not re-time", "[retime][search][gpus]") {
