@@ -222,7 +222,11 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
                              {"seconds", summary.seconds},
                              {"per_minute", summary.per_minute},
                              {"elite", nlohmann::json::array()}};
-      if (summary.retime) json["retime"] = summary.retime->message;
+      if (summary.retime) {
+        json["retime"] = {{"result", ToString(summary.retime->result)},
+                          {"message", summary.retime->message}};
+        if (summary.retime->retiming) json["retime"]["retiming"] = summary.retime->retiming->id;
+      }
       for (const CandidateRecord& c : elite) json["elite"].push_back(CandidateToJson(c));
       std::cout << json.dump(2) << "\n";
     } else {

@@ -29,6 +29,26 @@ constexpr const char* kScoreOrderKept = "the elite keeps its score order and not
 
 }  // namespace
 
+std::string_view ToString(RetimeResult result) {
+  switch (result) {
+    case RetimeResult::kRetimed:
+      return "retimed";
+    case RetimeResult::kUpToDate:
+      return "up_to_date";
+    case RetimeResult::kTooFew:
+      return "too_few";
+    case RetimeResult::kOff:
+      return "off";
+    case RetimeResult::kUnavailable:
+      return "unavailable";
+    case RetimeResult::kInterrupted:
+      return "interrupted";
+    case RetimeResult::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
 RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvaluator& evaluator,
                          const RetimeOptions& options, const std::function<bool()>& should_stop) {
   if (options.rounds <= 0) {

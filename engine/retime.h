@@ -3,6 +3,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "evaluator/candidate_evaluator.h"
@@ -33,6 +34,9 @@ enum class RetimeResult {
   kInterrupted,  // stopped before the last timing: nothing stored
   kFailed,       // a timing failed (a crash, a CUDA error, a rejected timing): nothing stored
 };
+
+// "retimed", "up_to_date", "too_few", "off", "unavailable", "interrupted", "failed".
+std::string_view ToString(RetimeResult result);
 
 struct RetimeReport {
   RetimeResult result = RetimeResult::kOff;

@@ -628,6 +628,12 @@ TEST_CASE("evo run --replay says its elite is not re-timed and why; --no-retime,
     CHECK(store.Retimings(1).empty());
   }
 
+  std::vector<std::string> json = ReplayRun(dir.path() / "json.db", 20, 1);
+  json.push_back("--json");
+  const auto as_json = RunEvo(json, dir.path());
+  REQUIRE(as_json.exit_code == 0);
+  CHECK(nlohmann::json::parse(as_json.out)["retime"]["result"] == "unavailable");
+
   std::vector<std::string> off = ReplayRun(dir.path() / "off.db", 20, 1);
   off.push_back("--no-retime");
   const auto quiet = RunEvo(off, dir.path());
