@@ -74,12 +74,19 @@ std::string EliteTable(const ReportRun& report) {
   if (report.elite.empty()) {
     return html + "<p>Empty: no candidate has been measured and confirmed.</p>\n";
   }
-  html +=
-      "<p>Ranked by the score, the slower of the first median and the confirming one "
-      "(microseconds, p10..p90 in brackets).</p>\n<div class=\"wide\"><table class=\"elite\">\n";
+  const std::optional<SideBySide>& retimed = report.elite.front().side_by_side;
+  html += retimed ? fmt::format(
+                        "<p>Members by score, the slower of the first median and the confirming "
+                        "one; ranked by the median of {} side-by-side timings each (re-timing {}"
+                        ", {}) (microseconds, p10..p90 in brackets).</p>\n",
+                        retimed->timings, retimed->retiming_id, HtmlEscape(retimed->finished_at))
+                  : "<p>Ranked by the score, the slower of the first median and the confirming "
+                    "one (microseconds, p10..p90 in brackets).</p>\n";
+  html += "<div class=\"wide\"><table class=\"elite\">\n";
   html += Header({"rank", "candidate", "generation", "made by", "genome", "first median",
-                  "confirming median", "score", "TFLOP/s", "registers", "spills (B st/ld)",
-                  "static smem B", "dynamic smem B", "stack B", "threads", "compile ms"});
+                  "confirming median", "score", "side by side", "TFLOP/s", "registers",
+                  "spills (B st/ld)", "static smem B", "dynamic smem B", "stack B", "threads",
+                  "compile ms"});
   int rank = 0;
   for (const CandidateRecord& c : report.elite) {
     const CandidateOutcome& o = c.outcome;
@@ -92,6 +99,7 @@ std::string EliteTable(const ReportRun& report) {
             NumberCell(first ? Spread(*first) : "-") +
             NumberCell(c.confirmation ? Spread(*c.confirmation) : "-") +
             NumberCell(score ? Microseconds(score->median_us) : "-") +
+            NumberCell(c.side_by_side ? Microseconds(c.side_by_side->median_us) : "-") +
             NumberCell(score ? fmt::format("{:.1f}", score->tflops) : "-") +
             NumberCell(r ? std::to_string(r->registers) : "-") +
             NumberCell(r ? fmt::format("{}/{}", r->spill_stores, r->spill_loads) : "-") +

@@ -211,6 +211,9 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     if (setup->evaluator->lanes().size() > 1) {
       std::cerr << "evo: " << MeasuredOnText(store.Candidates(run->id)) << "\n";
     }
+    if (summary.retime && summary.retime->result != RetimeResult::kOff) {
+      std::cerr << "evo: " << summary.retime->message << "\n";
+    }
     const std::vector<CandidateRecord> elite = store.Elite(run->id);
     if (options->json) {
       nlohmann::json json = {{"run", RunToJson(finished)},
@@ -219,12 +222,21 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
                              {"seconds", summary.seconds},
                              {"per_minute", summary.per_minute},
                              {"elite", nlohmann::json::array()}};
+      if (summary.retime) {
+        json["retime"] = {{"result", ToString(summary.retime->result)},
+                          {"message", summary.retime->message}};
+        if (summary.retime->retiming) json["retime"]["retiming"] = summary.retime->retiming->id;
+      }
       for (const CandidateRecord& c : elite) json["elite"].push_back(CandidateToJson(c));
       std::cout << json.dump(2) << "\n";
     } else {
       std::cout << EliteToText(finished, elite);
     }
-    return summary.reason == StopReason::kInterrupted ? 130 : kExitOk;
+    // Ctrl-C during the re-timing left the run as the search stopped it, but was still a stop.
+    const bool interrupted =
+        summary.reason == StopReason::kInterrupted ||
+        (summary.retime && summary.retime->result == RetimeResult::kInterrupted);
+    return interrupted ? 130 : kExitOk;
   };
 }
 

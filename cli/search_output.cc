@@ -87,6 +87,11 @@ Json CandidateToJson(const CandidateRecord& c) {
   }
   if (c.confirmation) json["confirmation"] = TimingFiguresToJson(*c.confirmation);
   if (const auto score = c.score_us()) json["score_us"] = *score;
+  if (c.side_by_side) {
+    json["side_by_side"] = {{"retiming", c.side_by_side->retiming_id},
+                            {"median_us", c.side_by_side->median_us},
+                            {"timings", c.side_by_side->timings}};
+  }
   if (c.measured_on) {
     json["gpu"] = {{"ordinal", c.measured_on->ordinal},
                    {"name", c.measured_on->name},
@@ -150,9 +155,20 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
                   [](const CandidateRecord& c) { return c.scoring_timing()->tflops == 0; }) &&
       std::any_of(elite.begin(), elite.end(),
                   [](const CandidateRecord& c) { return c.scoring_timing()->gbps > 0; });
-  text += fmt::format("{:>4}  {:>9}  {:>10}  {:>10}  {:>10}  {:>15}  {:>8}  {:>4}  {:>9}  {}\n",
-                      "rank", "candidate", "score us", "first us", "second us", "p10..p90 us",
-                      bandwidth ? "GB/s" : "TFLOP/s", "regs", "smem KiB", "knobs");
+  const std::optional<SideBySide>& retimed = elite.front().side_by_side;
+  if (retimed) {
+    text += fmt::format(
+        "  ordered by the side-by-side re-timing {} ({} timings of each member{}, {}): the "
+        "median of each member's timings\n",
+        retimed->retiming_id, retimed->timings,
+        retimed->gpu ? fmt::format(" on GPU {}", retimed->gpu->ordinal) : "", retimed->finished_at);
+  } else if (elite.size() > 1) {
+    text += "  ordered by score (these members were not re-timed side by side)\n";
+  }
+  text +=
+      fmt::format("{:>4}  {:>9}  {:>10}  {:>12}  {:>10}  {:>10}  {:>15}  {:>8}  {:>4}  {:>9}  {}\n",
+                  "rank", "candidate", "score us", "side-by-side", "first us", "second us",
+                  "p10..p90 us", bandwidth ? "GB/s" : "TFLOP/s", "regs", "smem KiB", "knobs");
   int rank = 0;
   for (const CandidateRecord& c : elite) {
     // The score is the slower median; its spread and throughput are shown beside it.
@@ -161,14 +177,63 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
     const int64_t smem =
         (c.outcome.resources ? c.outcome.resources->smem_static : 0) + c.outcome.dynamic_smem;
     text += fmt::format(
-        "{:>4}  {:>9}  {:>10.2f}  {:>10.2f}  {:>10.2f}  {:>15}  {:>8.1f}  {:>4}  {:>9.1f}  {}\n",
-        ++rank, c.id, score.median_us, first ? first->median_us : NAN, c.confirmation->median_us,
+        "{:>4}  {:>9}  {:>10.2f}  {:>12}  {:>10.2f}  {:>10.2f}  {:>15}  {:>8.1f}  {:>4}  {:>9.1f}  "
+        "{}\n",
+        ++rank, c.id, score.median_us,
+        c.side_by_side ? fmt::format("{:.2f}", c.side_by_side->median_us) : "-",
+        first ? first->median_us : NAN, c.confirmation->median_us,
         fmt::format("{:.2f}..{:.2f}", score.p10_us, score.p90_us),
         bandwidth ? score.gbps : score.tflops,
         c.outcome.resources ? c.outcome.resources->registers : 0, static_cast<double>(smem) / 1024,
         Knobs(c.proposal.genome));
   }
   return text;
+}
+
+std::string RetimingsToText(int64_t candidate_id, const std::vector<Retiming>& retimings,
+                            std::optional<int64_t> ordering) {
+  std::string text;
+  for (const Retiming& retiming : retimings) {
+    const std::map<int64_t, double> medians = retiming.Medians();
+    const auto median = medians.find(candidate_id);
+    if (median == medians.end()) continue;
+    std::string timings;
+    for (const RetimingTiming& t : retiming.timings) {
+      if (t.candidate_id != candidate_id) continue;
+      timings += fmt::format("{}{:.2f}", timings.empty() ? "" : ", ", t.timing.median_us);
+      if (t.timing.sm_clock_mhz > 0) timings += fmt::format(" ({:.0f} MHz)", t.timing.sm_clock_mhz);
+    }
+    text += fmt::format(
+        "  side by side: median {:.2f} us in re-timing {} of {} members{} ({}): {} us{}\n",
+        median->second, retiming.id, retiming.Members().size(),
+        retiming.gpu ? fmt::format(" on GPU {}", retiming.gpu->ordinal) : "", retiming.finished_at,
+        timings, ordering == retiming.id ? "; it orders the elite" : "");
+  }
+  return text;
+}
+
+Json RetimingsToJson(int64_t candidate_id, const std::vector<Retiming>& retimings,
+                     std::optional<int64_t> ordering) {
+  Json json = Json::array();
+  for (const Retiming& retiming : retimings) {
+    const std::map<int64_t, double> medians = retiming.Medians();
+    const auto median = medians.find(candidate_id);
+    if (median == medians.end()) continue;
+    Json timings = Json::array();
+    for (const RetimingTiming& t : retiming.timings) {
+      if (t.candidate_id == candidate_id) {
+        timings.push_back({{"round", t.round}, {"timing", TimingFiguresToJson(t.timing)}});
+      }
+    }
+    json.push_back({{"retiming", retiming.id},
+                    {"median_us", median->second},
+                    {"members", retiming.Members()},
+                    {"gpu", retiming.gpu ? Json(retiming.gpu->ordinal) : Json()},
+                    {"finished_at", retiming.finished_at},
+                    {"orders_elite", ordering == retiming.id},
+                    {"timings", timings}});
+  }
+  return json;
 }
 
 std::string CandidateToText(const CandidateRecord& c) {

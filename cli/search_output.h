@@ -15,10 +15,17 @@ nlohmann::json CandidateToJson(const CandidateRecord& candidate);
 // One line per run.
 std::string RunsToText(const std::vector<RunRecord>& runs);
 std::string RunHeadline(const RunRecord& run);
-// The elite as a table, best first.
+// The elite as a table, best first, saying where its order comes from (the side-by-side
+// re-timing, whose median each member shows beside its score, or the score).
 std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>& elite);
 // Everything stored about one candidate.
 std::string CandidateToText(const CandidateRecord& candidate);
+// The side-by-side re-timings among `retimings` that timed the candidate: its median and
+// timings in each, and which one (`ordering`) orders its run's elite now.
+std::string RetimingsToText(int64_t candidate_id, const std::vector<Retiming>& retimings,
+                            std::optional<int64_t> ordering);
+nlohmann::json RetimingsToJson(int64_t candidate_id, const std::vector<Retiming>& retimings,
+                               std::optional<int64_t> ordering);
 // The live progress line of `evo run` (no newline).
 std::string ProgressLine(const SearchProgress& progress);
 

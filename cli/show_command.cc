@@ -178,13 +178,20 @@ std::function<int()> SetupShow(CLI::App& app, const GlobalOptions& global) {
       source = InstantiateSource(kernel_template, kernel_template.manifest.main_kernel(),
                                  &c.proposal.genome, run.spec.problem);
     }
+    // The re-timings that timed it, and the one that orders its run's elite now (if any).
+    const std::vector<Retiming> retimings = store.Retimings(c.run_id);
+    std::optional<int64_t> ordering;
+    for (const CandidateRecord& member : store.Elite(c.run_id)) {
+      if (member.side_by_side) ordering = member.side_by_side->retiming_id;
+    }
     if (options->json) {
       Json json = CandidateToJson(c);
+      json["side_by_side"] = RetimingsToJson(c.id, retimings, ordering);
       if (options->log) json["compile_log"] = c.outcome.compile_log;
       if (options->source) json["source"] = source;
       std::cout << json.dump(2) << "\n";
     } else {
-      std::cout << CandidateToText(c);
+      std::cout << CandidateToText(c) << RetimingsToText(c.id, retimings, ordering);
       if (options->log) std::cout << "log:\n" << c.outcome.compile_log;
       if (options->source) std::cout << "source:\n" << source;
     }

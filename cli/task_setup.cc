@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <iostream>
 #include <random>
 
 #include "common/error.h"
@@ -72,6 +73,15 @@ void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of
                  "a measurement this many times the best is `slow`")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1000.0));
+  app.add_flag("--no-retime", settings.no_retime,
+               "do not re-time " + std::string(each_run_of_a_set ? "each run's" : "the") +
+                   " elite side by side when the search stops (its order then stays the "
+                   "score's)");
+  app.add_option("--retime-rounds", settings.retime_rounds,
+                 "rounds of the elite's side-by-side re-timing, one timing of every member each, "
+                 "alternately in order and reversed (an even number cancels a steady drift)")
+      ->capture_default_str()
+      ->check(CLI::Range(3, 100));
 }
 
 RunSpec NewRunSpec(const Manifest& manifest, const Problem& problem,
@@ -98,6 +108,8 @@ RunSpec NewRunSpec(const Manifest& manifest, const Problem& problem,
 SearchOptions StoppingOptions(const SearchSettings& settings) {
   SearchOptions options;
   options.slow_factor = settings.slow_factor;
+  options.retime.rounds = settings.no_retime ? 0 : settings.retime_rounds;
+  options.retime.announce = [](const std::string& line) { std::cerr << "evo: " << line << "\n"; };
   if (!settings.time_limit.empty()) {
     options.time_limit = ParseDuration(settings.time_limit, "--time-limit");
   }

@@ -62,10 +62,13 @@ struct SearchSettings {
   int patience = 0;
   std::string time_limit;
   double slow_factor = 3.0;
+  bool no_retime = false;
+  int retime_rounds = RetimeOptions{}.rounds;
 };
 
-// --elite, --budget, --seed, --generation-size, --patience, --time-limit and --slow-factor; the
-// help speaks of each run of a set where `each_run_of_a_set`. `budget_help` differs most.
+// --elite, --budget, --seed, --generation-size, --patience, --time-limit, --slow-factor,
+// --no-retime and --retime-rounds; the help speaks of each run of a set where
+// `each_run_of_a_set`. `budget_help` differs most.
 void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of_a_set,
                        const std::string& budget_help);
 
@@ -75,7 +78,8 @@ RunSpec NewRunSpec(const Manifest& manifest, const Problem& problem,
                    const EvaluatorIdentity& identity, const SearchSettings& settings,
                    bool seed_given);
 
-// The engine's stopping figures from the settings (--slow-factor, --time-limit).
+// The engine's stopping figures from the settings (--slow-factor, --time-limit) and the elite's
+// re-timing (--no-retime, --retime-rounds), which tells what it is about to do on stderr.
 SearchOptions StoppingOptions(const SearchSettings& settings);
 
 // An evaluator with everything it borrows.

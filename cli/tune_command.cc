@@ -68,9 +68,14 @@ TaskRun FindTaskRun(PopulationStore& store, const TuneTask& task, int64_t budget
 std::string SummaryLine(size_t index, size_t count, const TuneTask& task, const RunRecord& run,
                         PopulationStore& store, const std::string& note) {
   const std::vector<CandidateRecord> elite = store.Elite(run.id);
-  const std::string best =
-      elite.empty() ? "-"
-                    : fmt::format("{:.2f} us (#{})", *elite.front().score_us(), elite.front().id);
+  std::string best = "-";
+  if (!elite.empty()) {
+    const CandidateRecord& first = elite.front();
+    best = first.side_by_side
+               ? fmt::format("{:.2f} us side by side (#{}, score {:.2f} us)",
+                             first.side_by_side->median_us, first.id, *first.score_us())
+               : fmt::format("{:.2f} us (#{})", *first.score_us(), first.id);
+  }
   return fmt::format("[{}/{}] {:<40} run {:>3}  {:<8} {:>5}/{:<5} best {}{}\n", index + 1, count,
                      task.label, run.id, ToString(run.state), run.finished_candidates,
                      run.spec.budget, best, note);
@@ -211,13 +216,17 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
           },
           g_stop_requested);
       if (live && last_width > 0) std::cerr << "\n";
+      if (result.retime && result.retime->result != RetimeResult::kOff) {
+        std::cerr << prefix << result.retime->message << "\n";
+      }
       const RunRecord finished = *store.FindRun(run->id);
       set_done += finished.finished_candidates;
       summary += SummaryLine(i, plan.tasks.size(), task, finished, store,
                              note + (result.reason == StopReason::kBudget
                                          ? ""
                                          : " (" + std::string(ToString(result.reason)) + ")"));
-      interrupted = result.reason == StopReason::kInterrupted;
+      interrupted = result.reason == StopReason::kInterrupted ||
+                    (result.retime && result.retime->result == RetimeResult::kInterrupted);
     }
     std::cout << summary;
     if (interrupted) {

@@ -172,6 +172,11 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     const bool resumable = reason == StopReason::kTimeLimit || reason == StopReason::kInterrupted;
     store_.SetRunState(run_id_, resumable ? RunState::kPaused : RunState::kFinished,
                        ToString(reason));
+    // After the state is stored: whatever happens while re-timing, the run's outcome stands.
+    if (reason != StopReason::kInterrupted) {
+      summary.retime = RetimeElite(store_, run_id_, evaluator_, options_.retime,
+                                   [&stop] { return stop.load(); });
+    }
     return summary;
   };
 
@@ -199,7 +204,7 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
       const int count =
           static_cast<int>(std::min<int64_t>(spec.generation_size, spec.budget - evaluated));
       const std::vector<Proposal> proposals =
-          evolution.Propose(generation, count, candidates, store_.Elite(run_id_));
+          evolution.Propose(generation, count, candidates, store_.EliteByScore(run_id_));
       if (proposals.empty()) return finish(StopReason::kExhausted);
       std::vector<std::pair<std::string, Proposal>> entries;
       for (const Proposal& proposal : proposals) {
@@ -229,7 +234,7 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     // elite that the candidates before it made: as on one GPU.
     hooks.needs_confirmation = [&](size_t, CandidateOutcome& outcome) {
       if (outcome.status != Status::kMeasured || outcome.timing() == nullptr) return false;
-      const std::vector<CandidateRecord> elite = store_.Elite(run_id_);
+      const std::vector<CandidateRecord> elite = store_.EliteByScore(run_id_);
       const double median = outcome.timing()->median_us;
       if (!elite.empty() && median > options_.slow_factor * *elite.front().score_us()) {
         outcome.status = Status::kSlow;

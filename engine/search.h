@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "engine/evolution.h"
+#include "engine/retime.h"
 #include "engine/search_space.h"
 #include "evaluator/candidate_evaluator.h"
 #include "population/store.h"
@@ -20,6 +21,10 @@ struct SearchOptions {
   // is `slow` and spends no re-measurement.
   double slow_factor = 3.0;
   EvolutionOptions evolution;
+  // The elite's side-by-side re-timing once the search stops for any reason but an interrupt
+  // (engine/retime); rounds = 0 turns it off. The time limit bounds the search, not the
+  // re-timing after it (its length is known: members x rounds timings); `stop` ends it.
+  RetimeOptions retime;
 };
 
 enum class StopReason { kBudget, kPatience, kTimeLimit, kInterrupted, kExhausted };
@@ -41,6 +46,8 @@ struct SearchSummary {
   int64_t evaluated_now = 0;  // candidates finished by this session
   double seconds = 0;
   double per_minute = 0;
+  // What the elite's re-timing did; absent when the search was interrupted.
+  std::optional<RetimeReport> retime;
 };
 
 // Generations of a stored run, counted from its start, after which none improved on the best
@@ -67,7 +74,9 @@ class Search {
 
   // Runs until the budget is spent, the patience is out, the space is exhausted, the time
   // limit passes or `stop` becomes true (checked before a GPU takes a candidate; the ones on
-  // the GPUs then are finished). Sets the run's state.
+  // the GPUs then are finished). Sets the run's state, then (unless interrupted) re-times the
+  // elite side by side (options.retime), which orders PopulationStore::Elite but changes
+  // neither the elite's members nor anything the search decides (it reads EliteByScore).
   SearchSummary Run(const std::function<void(const SearchProgress&)>& on_progress,
                     const std::atomic<bool>& stop);
 

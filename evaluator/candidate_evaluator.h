@@ -54,6 +54,10 @@ class CandidateEvaluator {
   // Gates 2 and 3 again, on `lane`'s GPU, for a configuration Evaluate measured there: the
   // confirming measurement. Throws LaneError like Evaluate.
   virtual GpuVerdict Remeasure(int lane, const Genome& genome) = 0;
+  // Why Remeasure cannot time configurations anew, side by side (a replay only repeats what was
+  // recorded, in the order it was recorded); empty when it can. The elite's re-timing at the end
+  // of a run (engine/retime) is skipped, with this said, where it is not empty.
+  virtual std::string RetimingUnavailable() const { return ""; }
 };
 
 }  // namespace evo

@@ -210,7 +210,10 @@ CompileOutcome GpuPipeline::TakeCompiled(const Genome& genome) {
 }
 
 void GpuPipeline::Prefetch(const std::vector<Genome>& genomes) {
-  for (const Genome& genome : genomes) Enqueue(genome);
+  for (const Genome& genome : genomes) {
+    // A kept cubin needs no compile (Remeasure takes it); one not taken would stay queued.
+    if (KeptCubin(genome).empty()) Enqueue(genome);
+  }
 }
 
 bool GpuPipeline::ReadyToMeasure(const Genome& genome) const {
@@ -250,30 +253,40 @@ CandidateOutcome GpuPipeline::Evaluate(int lane, const Genome& genome) {
   outcome.gpu = std::move(verdict);
   // The search may confirm a measured candidate on this GPU, once the candidates before it are
   // decided; keep its cubin for that (the latest few: an older one is compiled again).
-  if (outcome.status == Status::kMeasured) {
-    constexpr size_t kKeptCubins = 64;
-    std::lock_guard lock(mutex_);
-    auto& measured = lanes_[static_cast<size_t>(lane)].measured;
-    measured.emplace_back(genome, compiled.compiled.cubin);
-    if (measured.size() > kKeptCubins) measured.pop_front();
-  }
+  if (outcome.status == Status::kMeasured) Keep(lane, genome, compiled.compiled.cubin);
   return outcome;
 }
 
-GpuVerdict GpuPipeline::Remeasure(int lane, const Genome& genome) {
-  std::string cubin;
-  {
-    std::lock_guard lock(mutex_);
-    for (const auto& [measured, kept] : lanes_.at(static_cast<size_t>(lane)).measured) {
-      if (measured == genome) cubin = kept;
+std::string GpuPipeline::KeptCubin(const Genome& genome) const {
+  // Every GPU of a run is of one model, so a cubin kept by any lane runs on all of them.
+  std::lock_guard lock(mutex_);
+  for (const Lane& lane : lanes_) {
+    for (const auto& [measured, kept] : lane.measured) {
+      if (measured == genome) return kept;
     }
   }
+  return "";
+}
+
+void GpuPipeline::Keep(int lane, const Genome& genome, const std::string& cubin) {
+  constexpr size_t kKeptCubins = 64;
+  std::lock_guard lock(mutex_);
+  auto& measured = lanes_.at(static_cast<size_t>(lane)).measured;
+  measured.emplace_back(genome, cubin);
+  if (measured.size() > kKeptCubins) measured.pop_front();
+}
+
+GpuVerdict GpuPipeline::Remeasure(int lane, const Genome& genome) {
+  std::string cubin = KeptCubin(genome);
   if (cubin.empty()) {
+    // A configuration measured by an earlier session (the elite's re-timing after a resume):
+    // compiled again (the compile cache usually has it) and kept for the next rounds.
     const CompileOutcome compiled = TakeCompiled(genome);
     if (compiled.status != Status::kCompiled) {
       throw Error("cannot re-measure a configuration that does not compile: " + compiled.reason);
     }
     cubin = compiled.compiled.cubin;
+    Keep(lane, genome, cubin);
   }
   return RunGpuGates(lane, genome, cubin, nullptr);
 }

@@ -73,7 +73,7 @@ class GpuPipeline final : public CandidateEvaluator {
 
  private:
   // One GPU: its worker, its deadline and the cubins of the configurations it measured that
-  // the search may still confirm.
+  // the search may still confirm (or the elite's re-timing time again).
   struct Lane {
     std::unique_ptr<WorkerSupervisor> supervisor;
     std::chrono::milliseconds deadline{0};
@@ -85,6 +85,9 @@ class GpuPipeline final : public CandidateEvaluator {
   CompileOutcome TakeCompiled(const Genome& genome);
   void CompileLoop();
   GpuVerdict RunGpuGates(int lane, const Genome& genome, const std::string& cubin, double* gpu_ms);
+  // The cubin of a configuration some lane measured lately, or empty; and keeping one.
+  std::string KeptCubin(const Genome& genome) const;
+  void Keep(int lane, const Genome& genome, const std::string& cubin);
 
   const KernelTemplate& kernel_template_;
   Problem problem_;

@@ -88,6 +88,12 @@ class ReplayEvaluator final : public CandidateEvaluator {
   CandidateOutcome Evaluate(int lane, const Genome& genome) override;
   // The recorded re-measurements in turn, then the first measurement again.
   GpuVerdict Remeasure(int lane, const Genome& genome) override;
+  // A replay cannot re-time: its figures were taken one configuration after another when the
+  // sweep was recorded, so timing them "side by side" would only repeat those.
+  std::string RetimingUnavailable() const override {
+    return "a replay repeats the figures its recording holds and cannot time the elite side "
+           "by side";
+  }
 
   size_t size() const { return recording_.candidates.size(); }
 

@@ -22,6 +22,16 @@ struct Proposal {
 
 enum class CandidateState { kPending, kFinished };
 
+// An elite member's figure from the side-by-side re-timing that orders the elite (see
+// population/retiming.h): the median of its timings there.
+struct SideBySide {
+  int64_t retiming_id = 0;
+  double median_us = 0;
+  int timings = 0;  // this member's
+  std::optional<GpuIdentity> gpu;
+  std::string finished_at;  // when the re-timing ended
+};
+
 // One candidate of a run as the population stores it.
 struct CandidateRecord {
   int64_t id = 0;
@@ -39,6 +49,9 @@ struct CandidateRecord {
   std::optional<GpuIdentity> measured_on;
   std::string created_at;   // ISO 8601, UTC
   std::string finished_at;  // empty while pending
+  // Set by PopulationStore::Elite on every member when the elite's order comes from a
+  // side-by-side re-timing of exactly its members; absent otherwise (the order is the score's).
+  std::optional<SideBySide> side_by_side;
 
   // The slower of the first and the confirming measurement: a place in the elite needs both to
   // be fast, so neither a lucky first timing nor a lucky second one holds it (on the H100 a

@@ -236,9 +236,38 @@ ALTER TABLE candidates ADD COLUMN gpu_uuid TEXT;
 PRAGMA user_version = 3;
 )sql";
 
+// Side-by-side re-timings of a run's elite (population/retiming.h): one row per re-timing, one
+// per timing. Only new tables, so nothing older changes; a new file gets schema 3 and this too,
+// so a fresh file and a migrated one cannot differ.
+constexpr std::string_view kMigrateVersion3To4 = R"sql(
+CREATE TABLE retimings (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs (id),
+  rounds INTEGER NOT NULL,
+  gpu INTEGER,
+  gpu_name TEXT,
+  gpu_uuid TEXT,
+  started_at TEXT NOT NULL,
+  finished_at TEXT NOT NULL
+);
+CREATE TABLE retiming_timings (
+  retiming_id INTEGER NOT NULL REFERENCES retimings (id),
+  sequence INTEGER NOT NULL,
+  candidate_id INTEGER NOT NULL REFERENCES candidates (id),
+  round INTEGER NOT NULL,
+  median_us REAL NOT NULL,
+  p10_us REAL NOT NULL,
+  p90_us REAL NOT NULL,
+  sm_clock_mhz REAL NOT NULL,
+  timing_json TEXT NOT NULL,
+  PRIMARY KEY (retiming_id, sequence)
+);
+PRAGMA user_version = 4;
+)sql";
+
 static_assert(PopulationStore::kApplicationId == 1702260513,
               "the schema texts spell the application id in decimal");
-static_assert(PopulationStore::kSchemaVersion == 3, "a new schema needs its text and migration");
+static_assert(PopulationStore::kSchemaVersion == 4, "a new schema needs its text and migration");
 static_assert(kMigratedGenerationSize == 16 && kMigratedPatience == 0,
               "the migration's column defaults spell these out");
 
@@ -532,6 +561,7 @@ void CreateSchema(sqlite::Database& db) {
     throw Error("database " + Quoted(db.path()) + " was changed by another program while opening");
   }
   db.Execute(kSchemaVersion3);
+  db.Execute(kMigrateVersion3To4);
   transaction.Commit();
 }
 
@@ -553,6 +583,7 @@ std::optional<RunState> RunStateFromString(std::string_view name) {
 
 std::string_view SchemaVersion1Sql() { return kSchemaVersion1; }
 std::string_view SchemaVersion2Sql() { return kSchemaVersion2; }
+std::string_view SchemaVersion3Sql() { return kSchemaVersion3; }
 
 std::vector<CandidateRecord> SelectElite(const std::vector<CandidateRecord>& candidates,
                                          int elite_size) {
@@ -599,12 +630,13 @@ void PopulationStore::Migrate() {
   // Another evo may have migrated it since the check; the transaction now holds the file.
   const int64_t version = QueryInt(db_, "PRAGMA user_version");
   if (version == kSchemaVersion) return;
-  if (version != 1 && version != 2) {
+  if (version < 1 || version > 3) {
     throw Error("database " + Quoted(path()) + " has schema " + std::to_string(version) +
                 ", which this evo cannot migrate");
   }
   if (version == 1) db_.Execute(kMigrateVersion1To2);
-  db_.Execute(kMigrateVersion2To3);
+  if (version <= 2) db_.Execute(kMigrateVersion2To3);
+  db_.Execute(kMigrateVersion3To4);
   schema_version_ = kSchemaVersion;
   if (version == 1) {
     // Version 1 had no confirmation, so its elites do not follow today's rule; the elite is what
@@ -819,7 +851,7 @@ void PopulationStore::Finish(int64_t candidate_id, const CandidateOutcome& outco
 
   // Finished candidates never change, so the best K of all of them are the best K of the
   // previous elite and this one: the rule runs over K + 1 candidates, not the whole run.
-  std::vector<CandidateRecord> contenders = Elite(run_id);
+  std::vector<CandidateRecord> contenders = EliteByScore(run_id);
   contenders.push_back(*FindCandidate(candidate_id));
   WriteElite(db_, run_id, SelectElite(contenders, static_cast<int>(EliteSize(db_, run_id))));
   transaction.Commit();
@@ -841,6 +873,112 @@ std::optional<CandidateRecord> PopulationStore::FindCandidate(int64_t candidate_
 }
 
 std::vector<CandidateRecord> PopulationStore::Elite(int64_t run_id) {
+  return OrderBySideBySide(EliteByScore(run_id), LatestRetiming(run_id));
+}
+
+int64_t PopulationStore::AddRetiming(const Retiming& retiming) {
+  sqlite::Transaction transaction(db_);
+  auto member = db_.Prepare("SELECT run_id, state FROM candidates WHERE id = ?");
+  for (const int64_t id : retiming.Members()) {
+    member.Bind(1, id);
+    if (!member.Step() || member.ColumnInt(0) != retiming.run_id ||
+        member.ColumnText(1) != "finished") {
+      throw Error("database " + Quoted(path()) + ": candidate " + std::to_string(id) +
+                  " is not a finished candidate of run " + std::to_string(retiming.run_id) +
+                  ", so it cannot be re-timed");
+    }
+    member.Reset();
+  }
+  const std::optional<GpuIdentity>& gpu = retiming.gpu;
+  db_.Prepare(
+         "INSERT INTO retimings (run_id, rounds, gpu, gpu_name, gpu_uuid, started_at, "
+         "finished_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+      .Bind(1, retiming.run_id)
+      .Bind(2, static_cast<int64_t>(retiming.rounds))
+      .Bind(3, gpu ? std::optional<int64_t>(gpu->ordinal) : std::nullopt)
+      .Bind(4, gpu ? std::optional<std::string>(gpu->name) : std::nullopt)
+      .Bind(5, gpu ? std::optional<std::string>(gpu->uuid) : std::nullopt)
+      .Bind(6, retiming.started_at)
+      .Bind(7, retiming.finished_at)
+      .Step();
+  const int64_t id = db_.LastInsertRowId();
+  auto insert = db_.Prepare(
+      "INSERT INTO retiming_timings (retiming_id, sequence, candidate_id, round, median_us, "
+      "p10_us, p90_us, sm_clock_mhz, timing_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  for (size_t i = 0; i < retiming.timings.size(); ++i) {
+    const RetimingTiming& t = retiming.timings[i];
+    insert.Bind(1, id)
+        .Bind(2, static_cast<int64_t>(i))
+        .Bind(3, t.candidate_id)
+        .Bind(4, static_cast<int64_t>(t.round))
+        .Bind(5, t.timing.median_us)
+        .Bind(6, t.timing.p10_us)
+        .Bind(7, t.timing.p90_us)
+        .Bind(8, t.timing.sm_clock_mhz)
+        .Bind(9, TimingFiguresToJson(t.timing).dump())
+        .Step();
+    insert.Reset();
+  }
+  TouchRun(db_, retiming.run_id, NowUtc());
+  transaction.Commit();
+  return id;
+}
+
+std::vector<Retiming> PopulationStore::Retimings(int64_t run_id) {
+  return ReadRetimings("run_id = ?", run_id);
+}
+
+std::optional<Retiming> PopulationStore::LatestRetiming(int64_t run_id) {
+  std::vector<Retiming> latest =
+      ReadRetimings("id = (SELECT max(id) FROM retimings WHERE run_id = ?)", run_id);
+  if (latest.empty()) return std::nullopt;
+  return std::move(latest.front());
+}
+
+std::vector<Retiming> PopulationStore::ReadRetimings(const std::string& where, int64_t value) {
+  std::vector<Retiming> retimings;
+  if (schema_version_ < 4) return retimings;
+  auto select = db_.Prepare(
+      "SELECT id, run_id, rounds, gpu, gpu_name, gpu_uuid, started_at, finished_at FROM "
+      "retimings WHERE " +
+      where + " ORDER BY id");
+  select.Bind(1, value);
+  while (select.Step()) {
+    Retiming retiming;
+    retiming.id = select.ColumnInt(0);
+    retiming.run_id = select.ColumnInt(1);
+    retiming.rounds = static_cast<int>(select.ColumnInt(2));
+    if (!select.ColumnIsNull(3)) {
+      retiming.gpu = GpuIdentity{static_cast<int>(select.ColumnInt(3)), select.ColumnText(4),
+                                 select.ColumnText(5)};
+    }
+    retiming.started_at = select.ColumnText(6);
+    retiming.finished_at = select.ColumnText(7);
+    retimings.push_back(std::move(retiming));
+  }
+  auto timings = db_.Prepare(
+      "SELECT candidate_id, round, timing_json FROM retiming_timings WHERE retiming_id = ? "
+      "ORDER BY sequence");
+  for (Retiming& retiming : retimings) {
+    timings.Bind(1, retiming.id);
+    while (timings.Step()) {
+      RetimingTiming t;
+      t.candidate_id = timings.ColumnInt(0);
+      t.round = static_cast<int>(timings.ColumnInt(1));
+      try {
+        t.timing = TimingFiguresFromJson(nlohmann::json::parse(timings.ColumnText(2)));
+      } catch (const nlohmann::json::exception& e) {
+        throw Error("database " + Quoted(path()) + ": re-timing " + std::to_string(retiming.id) +
+                    " has malformed figures: " + e.what());
+      }
+      retiming.timings.push_back(std::move(t));
+    }
+    timings.Reset();
+  }
+  return retimings;
+}
+
+std::vector<CandidateRecord> PopulationStore::EliteByScore(int64_t run_id) {
   auto select = db_.Prepare(CandidateSelect(schema_version_) +
                             "JOIN elite ON elite.candidate_id = candidates.id "
                             "WHERE elite.run_id = ? ORDER BY elite.rank");

@@ -9,6 +9,7 @@
 
 #include "kernel_templates/genome.h"
 #include "population/candidate.h"
+#include "population/retiming.h"
 #include "population/sqlite.h"
 
 namespace evo {
@@ -61,7 +62,7 @@ struct RunRecord {
 // schema gives evo::Error saying so, and the file is left exactly as it was.
 class PopulationStore {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   static constexpr int32_t kApplicationId = 0x65766f21;  // "evo!"
 
   enum class Access { kReadWrite, kReadOnly };
@@ -100,10 +101,24 @@ class PopulationStore {
 
   std::vector<CandidateRecord> Candidates(int64_t run_id);  // by id
   std::optional<CandidateRecord> FindCandidate(int64_t candidate_id);
-  std::vector<CandidateRecord> Elite(int64_t run_id);  // best first
+  // The elite, best first: by the medians of the latest side-by-side re-timing when it timed
+  // exactly these members (each then carries its CandidateRecord::side_by_side), else by score.
+  // What users take as "the best" (show, exports, tune's dispatch) comes from here.
+  std::vector<CandidateRecord> Elite(int64_t run_id);
+  // The elite by score alone (SelectElite's order), as the search decides on it: what it
+  // proposes and confirms must not depend on whether a re-timing ran in between.
+  std::vector<CandidateRecord> EliteByScore(int64_t run_id);
+
+  // One transaction: a side-by-side re-timing of the run's elite with every timing. Returns its
+  // id. Throws when a timed candidate is not a finished candidate of the run.
+  int64_t AddRetiming(const Retiming& retiming);
+  // The run's re-timings, oldest first, and the latest; none in a file older than schema 4.
+  std::vector<Retiming> Retimings(int64_t run_id);
+  std::optional<Retiming> LatestRetiming(int64_t run_id);
 
  private:
   void Migrate();
+  std::vector<Retiming> ReadRetimings(const std::string& where, int64_t value);
   sqlite::Database db_;
   int opened_schema_version_ = 0;
   // The schema queries are written against: kSchemaVersion, or an older one read without
@@ -117,9 +132,10 @@ class PopulationStore {
 std::vector<CandidateRecord> SelectElite(const std::vector<CandidateRecord>& candidates,
                                          int elite_size);
 
-// The SQL that created schema versions 1 and 2, kept so that the migrations from them stay
+// The SQL that created schema versions 1, 2 and 3, kept so that the migrations from them stay
 // tested.
 std::string_view SchemaVersion1Sql();
 std::string_view SchemaVersion2Sql();
+std::string_view SchemaVersion3Sql();
 
 }  // namespace evo

@@ -25,6 +25,8 @@
 //   --crash-every N          crash on every Nth evaluation of this process
 //   --hang-every N           hang on every Nth evaluation of this process
 //   --log PATH               append "DEVICE GENOME" for every evaluation, before it behaves
+//   --drift-us X             a GPU that warms: every evaluation of this process measures X us
+//                            more than the one before it (the Nth adds N * X to the median)
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -62,6 +64,7 @@ struct Flags {
   long crash_every = 0;
   long hang_every = 0;
   std::string log;
+  double drift_us = 0;
 };
 
 [[noreturn]] void HangForever() {
@@ -157,10 +160,10 @@ bool Matches(const json& genome,
 }
 
 // As evo's GpuVerdictToJson writes one.
-json Verdict(const json& genome) {
+json Verdict(const json& genome, double drift_us) {
   const uint64_t hash = Hash(genome.dump());
   const bool correct = hash % 13 != 0;
-  const double median = 20.0 + static_cast<double>(hash % 1000) / 10.0;
+  const double median = 20.0 + static_cast<double>(hash % 1000) / 10.0 + drift_us;
   json verdict = {{"status", correct ? "measured" : "incorrect"},
                   {"error", ""},
                   {"poisoned", false},
@@ -205,7 +208,7 @@ void EvaluateAsGates(uint64_t id, const json& payload, const Flags& flags, long 
       (flags.hang_every > 0 && evaluation % flags.hang_every == 0)) {
     HangForever();
   }
-  Ok(id, Verdict(genome));
+  Ok(id, Verdict(genome, flags.drift_us * static_cast<double>(evaluation)));
 }
 
 // "K=V,K=V" as one more condition.
@@ -258,6 +261,8 @@ int main(int argc, char** argv) {
       flags.hang_every = std::atol(argv[++i]);
     } else if (flag == "--log" && has_value) {
       flags.log = argv[++i];
+    } else if (flag == "--drift-us" && has_value) {
+      flags.drift_us = std::atof(argv[++i]);
     } else {
       std::cerr << "fake worker: bad argument '" << flag << "'\n";
       return 2;

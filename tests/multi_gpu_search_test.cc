@@ -11,140 +11,16 @@
 #include "evaluator/gpu_pipeline.h"
 #include "evaluator/recording.h"
 #include "population/store.h"
+#include "tests/fake_gpu_run.h"
 #include "tests/test_support.h"
 
 namespace evo {
 namespace {
 
-std::string FakeWorker() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "evo_fake_worker")
-      .string();
-}
-
-// NVRTC's stand-in: every configuration compiles at once, to 64 registers and no spills.
-class InstantCompiler final : public Compiler {
- public:
-  explicit InstantCompiler(const Manifest& manifest) {
-    for (const KernelSpec& kernel : manifest.kernels) entries_.push_back(kernel.entry);
-  }
-  CompileResult Compile(const CompileRequest& request) override {
-    CompileResult result;
-    result.ok = true;
-    result.cubin = "cubin of " + std::to_string(std::hash<std::string>{}(request.source));
-    for (const std::string& entry : entries_) {
-      KernelResources kernel;
-      kernel.function = entry;
-      kernel.arch = request.arch;
-      kernel.registers = 64;
-      result.kernels.push_back(kernel);
-    }
-    return result;
-  }
-  std::string Version() const override { return "instant"; }
-  std::vector<std::string> Options(const CompileRequest&) const override { return {}; }
-
- private:
-  std::vector<std::string> entries_;
-};
-
-DeviceInfo FakeDevice(int ordinal, std::string name = "Fake GPU") {
-  DeviceInfo device;
-  device.ordinal = ordinal;
-  device.name = std::move(name);
-  device.uuid = "GPU-fake-" + std::to_string(ordinal);
-  device.cc_major = 9;
-  device.cc_minor = 0;
-  device.sm_count = 132;
-  device.max_smem_per_block_optin = 232448;
-  device.max_smem_per_sm = 233472;
-  device.regs_per_block = 65536;
-  device.max_threads_per_block = 1024;
-  return device;
-}
-
-// A search of sdpa_fp16 over the space the H100 recording covers, measured by evo_fake_worker
-// processes (one per fake GPU, each with its own flags) through the real GpuPipeline.
-class FakeGpuRun {
- public:
-  FakeGpuRun(std::vector<std::vector<std::string>> worker_flags, uint64_t seed, int64_t budget)
-      : library_(TemplateLibrary::Load({})),
-        kernel_template_(library_.Find("sdpa_fp16")),
-        problem_(DefaultProblem(kernel_template_.manifest)),
-        searched_(ReplayEvaluator(test::H100Recording(), kernel_template_.manifest, problem_)
-                      .RecordedSpace(kernel_template_.manifest)),
-        space_(searched_, problem_, ArchByName("sm_90")),
-        compiler_(kernel_template_.manifest),
-        log_(dir_.path() / "requests.log"),
-        store_(dir_.path() / "evo.db", PopulationStore::Access::kReadWrite) {
-    std::vector<DeviceInfo> devices;
-    for (size_t i = 0; i < worker_flags.size(); ++i) {
-      devices.push_back(FakeDevice(static_cast<int>(i)));
-    }
-    GpuPipelineOptions options;
-    options.compile_jobs = 2;
-    options.deadline = std::chrono::milliseconds(400);
-    options.driver_version = "fake";
-    options.supervisor.restart_delay = std::chrono::milliseconds(10);
-    options.supervisor.stderr_path = dir_.path() / "workers.err";
-    options.worker_command = [this, worker_flags](int device) {
-      std::vector<std::string> argv = {FakeWorker(), "--gates", "--device", std::to_string(device),
-                                       "--sleep-ms", "3",       "--log",    log_.string()};
-      const auto& own = worker_flags.at(static_cast<size_t>(device));
-      argv.insert(argv.end(), own.begin(), own.end());
-      return argv;
-    };
-    pipeline_ =
-        std::make_unique<GpuPipeline>(kernel_template_, problem_, devices, compiler_, options);
-    RunSpec spec;
-    spec.template_name = "sdpa_fp16";
-    spec.template_hash = kernel_template_.source_hash;
-    spec.problem = problem_;
-    spec.arch = "sm_90";
-    spec.device = pipeline_->identity().device;
-    spec.evaluator = "gpu";
-    spec.seed = seed;
-    spec.budget = budget;
-    spec.elite_size = 3;
-    spec.generation_size = 8;
-    run_id_ = store_.CreateRun(spec);
-  }
-
-  SearchSummary Run() {
-    std::atomic<bool> stop{false};
-    Search search(store_, run_id_, space_, *pipeline_, {});
-    return search.Run(nullptr, stop);
-  }
-
-  // The devices each configuration was sent to, in the order the workers received them.
-  std::map<Genome, std::vector<int>> Requests() const {
-    std::map<Genome, std::vector<int>> requests;
-    std::ifstream in(log_);
-    std::string line;
-    while (std::getline(in, line)) {
-      const size_t space = line.find(' ');
-      requests[nlohmann::json::parse(line.substr(space + 1)).get<Genome>()].push_back(
-          std::stoi(line.substr(0, space)));
-    }
-    return requests;
-  }
-
-  PopulationStore& store() { return store_; }
-  int64_t run_id() const { return run_id_; }
-  GpuPipeline& pipeline() { return *pipeline_; }
-
- private:
-  test::TempDir dir_;
-  TemplateLibrary library_;
-  const KernelTemplate& kernel_template_;
-  Problem problem_;
-  Manifest searched_;
-  SearchSpace space_;
-  InstantCompiler compiler_;
-  std::filesystem::path log_;
-  PopulationStore store_;
-  std::unique_ptr<GpuPipeline> pipeline_;
-  int64_t run_id_ = 0;
-};
+using test::FakeDevice;
+using test::FakeGpuRun;
+using test::FakeWorker;
+using test::InstantCompiler;
 
 // What a search decided about its candidates, to compare two runs.
 std::string Decisions(PopulationStore& store, int64_t run_id) {
@@ -167,7 +43,10 @@ TEST_CASE(
     "the elite the candidates imply",
     "[search][gpus]") {
   FakeGpuRun run({{}, {"--crash-every", "3"}, {"--hang-every", "4"}}, 3, 40);
-  const SearchSummary summary = run.Run();
+  // The search's requests alone are counted below: no re-timing after it.
+  SearchOptions options;
+  options.retime.rounds = 0;
+  const SearchSummary summary = run.Run(options);
   CHECK(summary.reason == StopReason::kBudget);
   CHECK(summary.evaluated_now == 40);
 
@@ -330,10 +209,43 @@ TEST_CASE("evo run --gpus 0 on a GPU stores the GPU's name and UUID with what it
     CHECK(c.measured_on->uuid.rfind("GPU-", 0) == 0);
   }
   CHECK(on_gpu > 0);
-  const std::vector<CandidateRecord> elite = store.Elite(1);
+  const std::vector<CandidateRecord> by_score = store.EliteByScore(1);
   const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
+  REQUIRE(by_score.size() == expected.size());
+  for (size_t i = 0; i < by_score.size(); ++i) CHECK(by_score[i].id == expected[i].id);
+
+  // The elite was re-timed side by side on GPU 0, each timing the gate's, with its SM clock,
+  // and its order follows the medians.
+  const std::vector<CandidateRecord> elite = store.Elite(1);
   REQUIRE(elite.size() == expected.size());
-  for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+  const std::vector<Retiming> retimings = store.Retimings(1);
+  if (elite.size() < 2) {
+    CHECK_THAT(run.err, Catch::Contains("nothing to re-time side by side"));
+    CHECK(retimings.empty());
+    return;
+  }
+  CHECK_THAT(run.err, Catch::Contains("side by side on GPU 0: 4 rounds"));
+  CHECK_THAT(run.err, Catch::Contains("evo: re-timing 1 stored ("));
+  REQUIRE(retimings.size() == 1);
+  CHECK(retimings[0].gpu->uuid == devices[0].uuid);
+  CHECK(retimings[0].timings.size() == 4 * elite.size());
+  for (const RetimingTiming& t : retimings[0].timings) {
+    CHECK(t.timing.median_us > 0);
+    CHECK(t.timing.sm_clock_mhz > 0);
+  }
+  for (size_t i = 0; i < elite.size(); ++i) {
+    REQUIRE(elite[i].side_by_side);
+    if (i > 0) CHECK(elite[i - 1].side_by_side->median_us <= elite[i].side_by_side->median_us);
+  }
+  WARN(run.err.substr(run.err.rfind("evo: re-timing")));
+
+  // Resumed, the run has nothing to search and its elite's members were re-timed: no timing.
+  std::vector<std::string> resume = GpuRun(dir.path(), "0", 8);
+  resume.insert(resume.end(), {"--resume", "1"});
+  const auto again = test::RunEvo(resume, dir.path());
+  CHECK(again.exit_code == 0);
+  CHECK_THAT(again.err, Catch::Contains("the elite's order comes from re-timing 1 of the same "
+                                        "members"));
 }
 
 TEST_CASE("evo run on two GPUs of the host spreads one search over both", "[gpu][gpus]") {
@@ -374,10 +286,12 @@ TEST_CASE("evo run on two GPUs of the host spreads one search over both", "[gpu]
   }
   CHECK(genomes.size() == 16);
   CHECK(per_gpu.size() == 2);
-  const std::vector<CandidateRecord> elite = store.Elite(1);
+  const std::vector<CandidateRecord> elite = store.EliteByScore(1);
   const std::vector<CandidateRecord> expected = SelectElite(candidates, 3);
   REQUIRE(elite.size() == expected.size());
   for (size_t i = 0; i < elite.size(); ++i) CHECK(elite[i].id == expected[i].id);
+  // Re-timed on one GPU only, the first.
+  if (elite.size() > 1) CHECK_THAT(run.err, Catch::Contains("side by side on GPU 0:"));
 }
 
 }  // namespace

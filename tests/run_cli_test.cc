@@ -611,5 +611,128 @@ TEST_CASE("evo export of an sdpa_fp8 candidate with an e4m3 Q lists the argument
   CHECK(launch["params"][0]["bytes"] == 2 * 8 * 512 * 64);
 }
 
+TEST_CASE("evo run --replay says its elite is not re-timed and why; --no-retime, --retime-rounds",
+          "[cli][run][retime]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const auto run = RunEvo(ReplayRun(db, 20, 1), dir.path());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.err.find("evo: the elite was not re-timed: a replay repeats the figures its "
+                     "recording holds and cannot time the elite side by side; it keeps its "
+                     "score order\n") != std::string::npos);
+  CHECK(run.out.find("ordered by score (these members were not re-timed side by side)") !=
+        std::string::npos);
+  {
+    PopulationStore store(db, PopulationStore::Access::kReadOnly);
+    CHECK(store.Retimings(1).empty());
+  }
+
+  std::vector<std::string> json = ReplayRun(dir.path() / "json.db", 20, 1);
+  json.push_back("--json");
+  const auto as_json = RunEvo(json, dir.path());
+  REQUIRE(as_json.exit_code == 0);
+  CHECK(nlohmann::json::parse(as_json.out)["retime"]["result"] == "unavailable");
+
+  std::vector<std::string> off = ReplayRun(dir.path() / "off.db", 20, 1);
+  off.push_back("--no-retime");
+  const auto quiet = RunEvo(off, dir.path());
+  CHECK(quiet.exit_code == 0);
+  CHECK(quiet.err.find("re-time") == std::string::npos);
+
+  std::vector<std::string> two = ReplayRun(dir.path() / "two.db", 20, 1);
+  two.insert(two.end(), {"--retime-rounds", "2"});
+  const auto refused = RunEvo(two, dir.path());
+  CHECK(refused.exit_code != 0);
+  CHECK(refused.err.find("--retime-rounds") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.path() / "two.db"));
+}
+
+TEST_CASE("evo show elite and candidate give the side-by-side medians and say they order the elite",
+          "[cli][retime]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  int64_t run_id = 0;
+  std::vector<int64_t> ids;
+  {
+    PopulationStore store(db, PopulationStore::Access::kReadWrite);
+    RunSpec spec;
+    spec.template_name = "sdpa_fp16";
+    spec.template_hash = "abc";
+    spec.problem = {{"B", 1}, {"H", 16}, {"S_q", 16384}, {"S_kv", 16384}, {"D", 128}};
+    spec.arch = "sm_90";
+    spec.device = "NVIDIA H100 80GB HBM3";
+    spec.evaluator = "gpu";
+    spec.budget = 24;
+    spec.elite_size = 3;
+    run_id = store.CreateRun(spec);
+    std::vector<std::pair<std::string, Proposal>> proposals;
+    for (const int64_t block_n : {64, 128, 176}) {
+      proposals.push_back({"cfg-" + std::to_string(block_n),
+                           Proposal{{{"BLOCK_N", block_n}}, "random", std::nullopt, std::nullopt}});
+    }
+    ids = store.AddPending(run_id, 0, proposals);
+    // The scores of issue 15's elite; side by side, the last was the fastest.
+    const std::vector<double> scores = {3515.46, 3584.03, 3602.14};
+    const std::vector<double> side_by_side = {3586.2, 3510.6, 3460.3};
+    Retiming retiming;
+    retiming.run_id = run_id;
+    retiming.rounds = 2;
+    retiming.gpu = GpuIdentity{0, "NVIDIA H100 80GB HBM3", "GPU-0"};
+    retiming.started_at = "2026-11-24T10:00:00.000Z";
+    retiming.finished_at = "2026-11-24T10:01:00.000Z";
+    for (size_t i = 0; i < 3; ++i) {
+      CandidateOutcome outcome;
+      outcome.status = Status::kMeasured;
+      outcome.gpu = GpuVerdict{};
+      TimingFigures timing;
+      timing.median_us = scores[i];
+      timing.p10_us = scores[i] - 5;
+      timing.p90_us = scores[i] + 5;
+      outcome.gpu->timing = timing;
+      store.Finish(ids[i], outcome, timing);
+      for (int round = 0; round < 2; ++round) {
+        TimingFigures again = timing;
+        again.median_us = side_by_side[i] + (round == 0 ? -1.0 : 1.0);
+        again.sm_clock_mhz = 1755;
+        retiming.timings.push_back({ids[i], round, again});
+      }
+    }
+    store.AddRetiming(retiming);
+  }
+
+  const auto elite = RunEvo({"show", "elite", "--db", db.string()}, dir.path());
+  INFO(elite.err << elite.out);
+  REQUIRE(elite.exit_code == 0);
+  CHECK(elite.out.find("ordered by the side-by-side re-timing 1 (2 timings of each member on GPU "
+                       "0, 2026-11-24T10:01:00.000Z)") != std::string::npos);
+  // Best first by the side-by-side median, the score beside it.
+  const size_t first =
+      elite.out.find("   1  " + std::string(9 - std::to_string(ids[2]).size(), ' ') +
+                     std::to_string(ids[2]) + "     3602.14       3460.30");
+  CHECK(first != std::string::npos);
+
+  const auto json = nlohmann::json::parse(
+      RunEvo({"show", "elite", "--db", db.string(), "--json"}, dir.path()).out);
+  REQUIRE(json["elite"].size() == 3);
+  CHECK(json["elite"][0]["id"] == ids[2]);
+  CHECK(json["elite"][0]["side_by_side"]["median_us"] == 3460.3);
+  CHECK(json["elite"][2]["id"] == ids[0]);
+
+  const auto candidate =
+      RunEvo({"show", "candidate", std::to_string(ids[2]), "--db", db.string()}, dir.path());
+  REQUIRE(candidate.exit_code == 0);
+  CHECK(candidate.out.find("side by side: median 3460.30 us in re-timing 1 of 3 members on GPU 0 "
+                           "(2026-11-24T10:01:00.000Z): 3459.30 (1755 MHz), 3461.30 (1755 MHz) "
+                           "us; it orders the elite") != std::string::npos);
+  const auto candidate_json = nlohmann::json::parse(
+      RunEvo({"show", "candidate", std::to_string(ids[2]), "--db", db.string(), "--json"},
+             dir.path())
+          .out);
+  REQUIRE(candidate_json["side_by_side"].size() == 1);
+  CHECK(candidate_json["side_by_side"][0]["orders_elite"] == true);
+  CHECK(candidate_json["side_by_side"][0]["timings"].size() == 2);
+}
+
 }  // namespace
 }  // namespace evo

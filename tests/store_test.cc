@@ -731,7 +731,7 @@ void WriteVersion2File(const fs::path& path) {
   db.Execute("INSERT INTO elite (run_id, rank, candidate_id) VALUES (1, 1, 1)");
 }
 
-TEST_CASE("store: a schema 2 file is read as it is and migrated to 3 with every value kept",
+TEST_CASE("store: a schema 2 file is read as it is and migrated with every value kept",
           "[store][gpus]") {
   test::TempDir dir;
   const fs::path path = dir.path() / "v2.db";
@@ -757,7 +757,7 @@ TEST_CASE("store: a schema 2 file is read as it is and migrated to 3 with every 
     // Nothing was recomputed: schema 2's elite already follows today's rule.
     CHECK(Ids(store.Elite(1)) == std::vector<int64_t>{1});
   }
-  CHECK(PragmaInt(path, "user_version") == 3);
+  CHECK(PragmaInt(path, "user_version") == PopulationStore::kSchemaVersion);
   for (const char* table : {"runs", "candidates", "elite"}) {
     INFO("table " << table);
     CHECK(TableRows(path, table, original) == TableRows(original, table, original));
@@ -779,6 +779,179 @@ TEST_CASE("store: a schema 2 file is read as it is and migrated to 3 with every 
   CHECK(Ids(store.Elite(1)) == std::vector<int64_t>{3, 1});
 }
 
+// A file as evo's schema 3 left it: a run whose elite holds two confirmed candidates measured
+// on GPU 1, and a pending candidate.
+void WriteVersion3File(const fs::path& path) {
+  sqlite::Database db(path, sqlite::Database::Mode::kReadWriteCreate);
+  db.Execute(SchemaVersion3Sql());
+  db.Execute(
+      "INSERT INTO runs (template_name, template_hash, problem, arch, device, evaluator, "
+      "driver_version, nvrtc_version, evo_version, seed, budget, elite_size, state, stop_reason, "
+      "created_at, updated_at, generation_size, patience) VALUES ('sdpa_fp16', 'abc', "
+      "'{\"B\":1,\"D\":64}', 'sm_90', 'NVIDIA H100 80GB HBM3', 'gpu', '13.0', '13.0.48', '0.1.0', "
+      "'7', 30, 3, 'finished', 'budget reached', '2026-03-02T03:04:05.678Z', "
+      "'2026-03-02T04:00:00.000Z', 8, 2)");
+  for (int i = 1; i <= 2; ++i) {
+    const double median = 10.0 * i + 1.0 / 3.0;
+    const CandidateOutcome measured = MakeOutcome(Status::kMeasured, median);
+    db.Prepare(
+          "INSERT INTO candidates (run_id, config_id, genome, generation, operator, state, "
+          "status, reason, registers, median_us, outcome_json, created_at, finished_at, "
+          "confirm_median_us, confirmation_json, gpu, gpu_name, gpu_uuid) VALUES (1, ?, ?, 0, "
+          "'default', 'finished', 'measured', '', 168, ?, ?, '2026-03-02T03:05:00.000Z', "
+          "'2026-03-02T03:06:00.000Z', ?, ?, 1, 'NVIDIA H100 80GB HBM3', 'GPU-1')")
+        .Bind(1, "cfg-" + std::to_string(i))
+        .Bind(2, "{\"BLOCK_N\":" + std::to_string(32 * i) + "}")
+        .Bind(3, median)
+        .Bind(4, CandidateOutcomeToJson(measured).dump())
+        .Bind(5, median + 0.5)
+        .Bind(6, TimingFiguresToJson(MakeTiming(median + 0.5)).dump())
+        .Step();
+  }
+  db.Execute(
+      "INSERT INTO candidates (run_id, config_id, genome, generation, operator, state, "
+      "created_at) VALUES (1, 'cfg-p', '{\"BLOCK_N\":128}', 1, 'random', 'pending', "
+      "'2026-03-02T03:08:00.000Z')");
+  db.Execute("INSERT INTO elite (run_id, rank, candidate_id) VALUES (1, 1, 1), (1, 2, 2)");
+}
+
+// A re-timing of `run_id` in which candidate i of `ids` measured medians[i] every time.
+Retiming MakeRetiming(int64_t run_id, const std::vector<int64_t>& ids,
+                      const std::vector<double>& medians, int rounds = 4) {
+  Retiming retiming;
+  retiming.run_id = run_id;
+  retiming.rounds = rounds;
+  retiming.gpu = GpuIdentity{1, "NVIDIA H100 80GB HBM3", "GPU-1"};
+  retiming.started_at = "2026-03-02T05:00:00.000Z";
+  retiming.finished_at = "2026-03-02T05:01:00.000Z";
+  for (int round = 0; round < rounds; ++round) {
+    for (const int64_t id : RoundOrder(ids, round)) {
+      const size_t index = static_cast<size_t>(std::find(ids.begin(), ids.end(), id) - ids.begin());
+      TimingFigures timing = MakeTiming(medians[index] + (round % 2 == 0 ? 0.25 : -0.25));
+      timing.sm_clock_mhz = 1755.0 + round;
+      retiming.timings.push_back({id, round, timing});
+    }
+  }
+  return retiming;
+}
+
+TEST_CASE("store: a schema 3 file is read as it is and migrated to 4 with every value kept",
+          "[store][retime]") {
+  test::TempDir dir;
+  const fs::path path = dir.path() / "v3.db";
+  WriteVersion3File(path);
+  const fs::path original = dir.path() / "v3-original.db";
+  fs::copy_file(path, original);
+  const std::string v3_bytes = ReadFile(path);
+
+  {
+    // An older evo's file is read without migrating: no re-timings, the elite by score.
+    PopulationStore reader(path, Access::kReadOnly);
+    CHECK(reader.opened_schema_version() == 3);
+    CHECK(Ids(reader.Elite(1)) == std::vector<int64_t>{1, 2});
+    CHECK(reader.Retimings(1).empty());
+    CHECK(!reader.LatestRetiming(1));
+    CHECK(!reader.Elite(1).front().side_by_side);
+    CHECK(reader.Candidates(1).at(0).measured_on->uuid == "GPU-1");
+  }
+  CHECK(ReadFile(path) == v3_bytes);
+
+  {
+    PopulationStore store(path, Access::kReadWrite);
+    CHECK(store.opened_schema_version() == 3);
+    CHECK(Ids(store.Elite(1)) == std::vector<int64_t>{1, 2});
+    CHECK(store.Retimings(1).empty());
+  }
+  CHECK(PragmaInt(path, "user_version") == 4);
+  for (const char* table : {"runs", "candidates", "elite"}) {
+    INFO("table " << table);
+    CHECK(TableRows(path, table, original) == TableRows(original, table, original));
+    CHECK(!TableRows(path, table, original).empty());
+  }
+  const fs::path fresh = dir.path() / "fresh.db";
+  { PopulationStore created(fresh, Access::kReadWrite); }
+  for (const char* table : {"runs", "candidates", "elite", "retimings", "retiming_timings"}) {
+    INFO("table " << table);
+    CHECK(TableInfo(path, table) == TableInfo(fresh, table));
+    CHECK(!TableInfo(path, table).empty());
+  }
+
+  // The migrated run's elite is re-timed: its second is faster side by side, and leads.
+  PopulationStore store(path, Access::kReadWrite);
+  const int64_t id = store.AddRetiming(MakeRetiming(1, {1, 2}, {30.0, 20.0}));
+  CHECK(Ids(store.Elite(1)) == std::vector<int64_t>{2, 1});
+  CHECK(Ids(store.EliteByScore(1)) == std::vector<int64_t>{1, 2});
+  CHECK(store.Elite(1).front().side_by_side->retiming_id == id);
+  PopulationStore reader(path, Access::kReadOnly);
+  CHECK(Ids(reader.Elite(1)) == std::vector<int64_t>{2, 1});
+}
+
+TEST_CASE(
+    "store: a re-timing keeps every timing and orders the elite while it holds the same members",
+    "[store][retime]") {
+  test::TempDir dir;
+  PopulationStore store(dir.path() / "evo.db", Access::kReadWrite);
+  const int64_t run_id = store.CreateRun(MakeSpec());
+  const std::vector<int64_t> ids = store.AddPending(run_id, 0,
+                                                    {{"cfg-a", MakeProposal(16)},
+                                                     {"cfg-b", MakeProposal(32)},
+                                                     {"cfg-c", MakeProposal(64)},
+                                                     {"cfg-d", MakeProposal(128)}});
+  for (int i = 0; i < 3; ++i) {
+    store.Finish(ids[i], MakeOutcome(Status::kMeasured, 30.0 + i), MakeTiming(30.0 + i));
+  }
+  REQUIRE(Ids(store.Elite(run_id)) == std::vector<int64_t>{ids[0], ids[1], ids[2]});
+
+  // Side by side, the last is the fastest and the first two tie: the tie keeps the score order.
+  const Retiming made = MakeRetiming(run_id, {ids[0], ids[1], ids[2]}, {25.0, 25.0, 24.0});
+  const int64_t retiming_id = store.AddRetiming(made);
+  const std::vector<CandidateRecord> elite = store.Elite(run_id);
+  CHECK(Ids(elite) == std::vector<int64_t>{ids[2], ids[0], ids[1]});
+  for (const CandidateRecord& c : elite) {
+    REQUIRE(c.side_by_side);
+    CHECK(c.side_by_side->retiming_id == retiming_id);
+    CHECK(c.side_by_side->timings == 4);
+    CHECK(c.side_by_side->gpu->ordinal == 1);
+  }
+  CHECK(elite[0].side_by_side->median_us == 24.0);
+  CHECK(elite[1].side_by_side->median_us == 25.0);
+  // The search decides on the score's order, untouched.
+  for (const CandidateRecord& c : store.EliteByScore(run_id)) CHECK(!c.side_by_side);
+  CHECK(Ids(store.EliteByScore(run_id)) == std::vector<int64_t>{ids[0], ids[1], ids[2]});
+
+  // Every timing, in the order taken, exactly.
+  const std::vector<Retiming> stored = store.Retimings(run_id);
+  REQUIRE(stored.size() == 1);
+  CHECK(stored[0].id == retiming_id);
+  CHECK(stored[0].rounds == 4);
+  CHECK(*stored[0].gpu == *made.gpu);
+  CHECK(stored[0].started_at == made.started_at);
+  CHECK(stored[0].finished_at == made.finished_at);
+  REQUIRE(stored[0].timings.size() == made.timings.size());
+  for (size_t i = 0; i < made.timings.size(); ++i) {
+    CHECK(stored[0].timings[i].candidate_id == made.timings[i].candidate_id);
+    CHECK(stored[0].timings[i].round == made.timings[i].round);
+    CHECK(TimingFiguresToJson(stored[0].timings[i].timing) ==
+          TimingFiguresToJson(made.timings[i].timing));
+  }
+
+  // Not a finished candidate of this run: refused, nothing stored.
+  const int64_t other_run = store.CreateRun(MakeSpec());
+  CHECK_THROWS_WITH(store.AddRetiming(MakeRetiming(other_run, {ids[0], ids[1]}, {1.0, 2.0})),
+                    Catch::Contains("is not a finished candidate of run"));
+  CHECK_THROWS_WITH(store.AddRetiming(MakeRetiming(run_id, {ids[0], ids[3]}, {1.0, 2.0})),
+                    Catch::Contains("candidate " + std::to_string(ids[3]) + " is not a finished"));
+  CHECK(store.Retimings(run_id).size() == 1);
+  CHECK(store.Retimings(other_run).empty());
+
+  // A new member changes the membership: the order is the score's until the next re-timing.
+  store.Finish(ids[3], MakeOutcome(Status::kMeasured, 20.0), MakeTiming(20.0));
+  const std::vector<CandidateRecord> changed = store.Elite(run_id);
+  CHECK(Ids(changed) == std::vector<int64_t>{ids[3], ids[0], ids[1]});
+  for (const CandidateRecord& c : changed) CHECK(!c.side_by_side);
+  CHECK(store.LatestRetiming(run_id)->id == retiming_id);
+}
+
 TEST_CASE("store: a newer schema is refused and the file left as it was", "[store]") {
   test::TempDir dir;
   const fs::path path = dir.path() / "new.db";
@@ -788,16 +961,16 @@ TEST_CASE("store: a newer schema is refused and the file left as it was", "[stor
   }
   {
     sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
-    db.Execute("PRAGMA user_version = 4");
+    db.Execute("PRAGMA user_version = 5");
   }
   const std::string bytes = ReadFile(path);
   const std::string expected = "database '" + path.string() +
-                               "' was written by a newer evo (schema 4; this evo reads up to 3)";
+                               "' was written by a newer evo (schema 5; this evo reads up to 4)";
   CHECK_THROWS_WITH(PopulationStore(path, Access::kReadWrite), expected);
   CHECK_THROWS_WITH(PopulationStore(path, Access::kReadOnly), expected);
   CHECK(ReadFile(path) == bytes);
   CheckNothingLogged(path);
-  CHECK(PragmaInt(path, "user_version") == 4);
+  CHECK(PragmaInt(path, "user_version") == 5);
 }
 
 TEST_CASE("store: a file that is not a SQLite database is refused and left alone", "[store]") {
