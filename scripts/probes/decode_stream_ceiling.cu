@@ -2,9 +2,10 @@
 // that only streams that shape's K and V (134 MB, bulk copies into a ring of 32 KB stages, no
 // math) sets the floor per call in a CUDA graph of 20 calls; then the same stream followed by a
 // combine kernel shaped like evo's (in stream order, and launched programmatically once every
-// CTA has issued its last copy), and with the combine done inside clusters of CTAs over
-// distributed shared memory. Build from the repository root:
-// nvcc -O3 -std=c++17 -arch=sm_90a -I kernel_templates/include
+// CTA has issued its last copy), with the combine done inside clusters of CTAs over
+// distributed shared memory, and by the CTA of a KV head that arrives last (three ways of
+// publishing the partials, and the partials' loads one after another or all at once). Build from
+// the repository root: nvcc -O3 -std=c++17 -arch=sm_90a -I kernel_templates/include
 // scripts/probes/decode_stream_ceiling.cu
 #include <cuda_runtime.h>
 
@@ -137,6 +138,101 @@ __global__ void stream_cluster_kernel(const char* __restrict__ k, const char* __
   cluster_sync_all();
 }
 
+// The stream of stream_kernel, then split-KV partials (4 rows x 128 floats and 4 LSEs per CTA)
+// and a combine by the CTA of a KV head that arrives last, counted on a self-resetting counter.
+// protocol 0 is evo's before this probe (every thread fences, the last CTA fences again);
+// protocol 1 fences once per CTA, in thread 0 after the barrier, as cooperative groups' grid
+// sync does; protocol 2 uses one acquire-release atomic instead of fence + atomic.
+__global__ void stream_last_cta_kernel(const char* __restrict__ k, const char* __restrict__ v,
+                                       float* partial, float* lse, int* counters,
+                                       float* __restrict__ result, int splits, int stages,
+                                       int protocol, int parallel_loads) {
+  __shared__ int last_shared;
+  const int head = blockIdx.x / splits, split = blockIdx.x % splits;
+  const float acc = stream_split(k, v, head, split, splits, stages, 0);
+  __syncthreads();
+  const int tid = threadIdx.x;
+  float* mine = partial + (static_cast<long>(split) * kHeads + head) * 512;
+  reinterpret_cast<float4*>(mine)[tid] = make_float4(acc + tid, acc, acc, acc);
+  if (tid < 4) lse[(split * kHeads + head) * 4 + tid] = acc + split;
+  bool last = false;
+  if (protocol == 0) {
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) last_shared = atomicAdd(&counters[head], 1) == splits - 1;
+    __syncthreads();
+    last = last_shared;
+    if (last) {
+      __threadfence();
+      if (tid == 0) atomicExch(&counters[head], 0);
+    }
+  } else {
+    __syncthreads();
+    if (tid == 0) {
+      int previous;
+      if (protocol == 1) {
+        __threadfence();
+        previous = atomicAdd(&counters[head], 1);
+        if (previous == splits - 1) __threadfence();
+      } else {
+        asm volatile("atom.add.acq_rel.gpu.s32 %0, [%1], 1;"
+                     : "=r"(previous)
+                     : "l"(&counters[head])
+                     : "memory");
+      }
+      last_shared = previous == splits - 1;
+      if (last_shared) atomicExch(&counters[head], 0);
+    }
+    __syncthreads();
+    last = last_shared;
+  }
+  if (!last) return;
+  const int row = tid / 32, lane = tid % 32;  // 4 warps, one row each
+  const float l = lane < splits ? __ldcg(lse + (lane * kHeads + head) * 4 + row) : -1e30f;
+  float m = l;
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  const float w = lane < splits ? exp2f(l - m) : 0.f;
+  float wsum = w;
+  for (int o = 16; o > 0; o /= 2) wsum += __shfl_xor_sync(0xffffffffu, wsum, o);
+  float4 o4 = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (parallel_loads) {
+    // Every split's partial in flight at once: a dependent chain of 16 or 32 L2 round trips is
+    // what a combine loop costs otherwise.
+    float4 x[32];
+#pragma unroll
+    for (int s = 0; s < 32; ++s)
+      if (s < splits)
+        x[s] = __ldcg(reinterpret_cast<const float4*>(
+                          partial + (static_cast<long>(s) * kHeads + head) * 512 + row * 128) +
+                      lane);
+#pragma unroll
+    for (int s = 0; s < 32; ++s) {
+      if (s < splits) {
+        const float ws = __shfl_sync(0xffffffffu, w, s);
+        o4.x = fmaf(ws, x[s].x, o4.x);
+        o4.y = fmaf(ws, x[s].y, o4.y);
+        o4.z = fmaf(ws, x[s].z, o4.z);
+        o4.w = fmaf(ws, x[s].w, o4.w);
+      }
+    }
+  } else {
+    for (int s = 0; s < splits; ++s) {
+      const float ws = __shfl_sync(0xffffffffu, w, s);
+      const float4 x =
+          __ldcg(reinterpret_cast<const float4*>(
+                     partial + (static_cast<long>(s) * kHeads + head) * 512 + row * 128) +
+                 lane);
+      o4.x = fmaf(ws, x.x, o4.x);
+      o4.y = fmaf(ws, x.y, o4.y);
+      o4.z = fmaf(ws, x.z, o4.z);
+      o4.w = fmaf(ws, x.w, o4.w);
+    }
+  }
+  const float inv = 1.f / wsum;
+  reinterpret_cast<float4*>(result + head * 512 + row * 128)[lane] =
+      make_float4(o4.x * inv, o4.y * inv, o4.z * inv, o4.w * inv);
+}
+
 // As a split-KV combine: one warp per output row (32 rows), `splits` partial rows of 128 floats.
 __global__ void combine_kernel(const float* __restrict__ partial, float* __restrict__ result,
                                int splits, int wait) {
@@ -166,6 +262,15 @@ int main() {
   cudaMemset(partial, 0, 64 * 32 * 128 * 4);
   cudaMalloc(&result, 32 * 128 * 4);
   cudaMalloc(&out, 4096 * 4);
+  float* lse;
+  int* counters;
+  cudaMalloc(&lse, 64 * 32 * 4);
+  cudaMalloc(&counters, kHeads * 4);
+  cudaMemset(counters, 0, kHeads * 4);
+  float* result_last;
+  cudaMalloc(&result_last, kHeads * 512 * 4);
+  cudaFuncSetAttribute(stream_last_cta_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       200 * 1024);
   cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
   cudaFuncSetAttribute(stream_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                        200 * 1024);
@@ -196,17 +301,30 @@ int main() {
   cudaEventCreate(&b);
   struct Case {
     int splits, stages, threads, mode;
-  };  // mode 0 alone, 1 + combine, 2 + combine by PDL
+  };  // mode 0 alone, 1 + combine, 2 + combine by PDL, 3 cluster, 4..6 last CTA (protocol 0..2)
   std::vector<Case> cases;
-  for (int splits : {4, 8, 16, 32, 64})
-    for (int stages : {2, 4}) cases.push_back({splits, stages, 128, 0});
+  for (int splits : {8, 16, 32, 64}) cases.push_back({splits, 4, 128, 0});
+  cases.push_back({16, 2, 128, 0});
   for (int splits : {16, 32})
     for (int mode : {1, 2}) cases.push_back({splits, 4, 128, mode});
-  for (int splits : {4, 8, 16})
-    for (int stages : {2, 4}) cases.push_back({splits, stages, 128, 3});
+  cases.push_back({8, 4, 128, 3});
+  for (int stages : {2, 4}) cases.push_back({16, stages, 128, 3});
+  for (int splits : {8, 16, 32})
+    for (int mode : {4, 5, 6, 7}) cases.push_back({splits, 4, 128, mode});
   for (const Case& c : cases) {
     const int smem = c.stages * 2 * kChunkBytes;
     auto call = [&] {
+      if (c.mode >= 4) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(kHeads * c.splits);
+        cfg.blockDim = dim3(c.threads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = st;
+        cudaLaunchKernelEx(&cfg, stream_last_cta_kernel, (const char*)k, (const char*)v, partial,
+                           lse, counters, result_last, c.splits, c.stages,
+                           c.mode == 7 ? 1 : c.mode - 4, (int)(c.mode == 7));
+        return;
+      }
       if (c.mode == 3) {
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(kHeads * c.splits);
@@ -265,12 +383,16 @@ int main() {
       times.push_back(ms * 1000 / 20);
     }
     std::sort(times.begin(), times.end());
-    printf("splits %2d (%3d CTAs) stages %d %-22s %7.2f us  %.3f TB/s  %s\n", c.splits,
+    printf("splits %2d (%3d CTAs) stages %d %-27s %7.2f us  %.3f TB/s  %s\n", c.splits,
            kHeads * c.splits, c.stages,
            c.mode == 0   ? "stream alone"
            : c.mode == 1 ? "+ combine, stream order"
            : c.mode == 2 ? "+ combine, PDL at end"
-                         : "cluster combine",
+           : c.mode == 3 ? "cluster combine"
+           : c.mode == 4 ? "last CTA, fence per thread"
+           : c.mode == 5 ? "last CTA, fence per CTA"
+           : c.mode == 6 ? "last CTA, acq_rel atomic"
+                         : "last CTA, loads at once",
            times[15], 2.0 * bytes / times[15] / 1e6, cudaGetErrorString(cudaGetLastError()));
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
