@@ -116,68 +116,56 @@ __device__ __forceinline__ void combine_row(const float* o_row0, long long o_spl
                                             int lane, Store store) {
   static_assert(Splits >= 1 && Splits <= 32, "one lane holds each split's LSE: at most 32 splits");
   constexpr int kColumns = CombineLanes<HeadDim>::kColumns;
-  const float lse = lane < Splits ? ld_global_cg(lse_row0 + lane * lse_split_stride) : neg_inf();
+  // With FloatsInFlight > 0 the partial rows are loaded before the weights are known: a combine
+  // is a chain of L2 round trips that the whole call waits for, and the weights' shuffles
+  // between the LSE's load and the rows' loads made it one round trip longer.
+  constexpr bool kEarly = FloatsInFlight > 0;
+  constexpr int kFit = FloatsInFlight / kColumns > 0 ? FloatsInFlight / kColumns : 1;
+  constexpr int kBatch = !kEarly ? 1 : Splits < kFit ? Splits : kFit;
   const float* o_lane = o_row0 + lane * kColumns;
+  float v[kBatch][kColumns];
+  // Splits [first, first + kBatch) into v.
+  const auto load = [&](int first) {
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      if (first + b < Splits) ld_global_cg_vec(v[b], o_lane + (first + b) * o_split_stride);
+    }
+  };
+  const float lse = lane < Splits ? ld_global_cg(lse_row0 + lane * lse_split_stride) : neg_inf();
   float o[kColumns];
 #pragma unroll
   for (int i = 0; i < kColumns; ++i) o[i] = 0.f;
-  const auto finish = [&](float weight_sum) {
-    const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
-#pragma unroll
-    for (int i = 0; i < kColumns; ++i) o[i] *= inv;
-    store(lane * kColumns, o);
-  };
-  if constexpr (FloatsInFlight == 0) {
-    const float lse_max = warp_max(lse);
-    // Splits that saw no key weigh nothing (and -inf - -inf would be NaN where none did).
-    const float weight = lse == neg_inf() ? 0.f : exp2f(lse - lse_max);
-    const float weight_sum = warp_sum(weight);
-#pragma unroll
-    for (int s = 0; s < Splits; ++s) {
-      const float w = __shfl_sync(0xffffffffu, weight, s);
-      float v[kColumns];
-      ld_global_cg_vec(v, o_lane + s * o_split_stride);
-#pragma unroll
-      for (int i = 0; i < kColumns; ++i) o[i] = fmaf(w, v[i], o[i]);
-    }
-    finish(weight_sum);
-  } else {
-    // The partial rows are loaded before the weights are known: a combine is a chain of L2
-    // round trips that the whole call waits for, and the weights' shuffles between the LSE's
-    // load and the rows' loads made it one round trip longer.
-    constexpr int kFit = FloatsInFlight / kColumns > 0 ? FloatsInFlight / kColumns : 1;
-    constexpr int kBatch = Splits < kFit ? Splits : kFit;
-    float v[kBatch][kColumns];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) ld_global_cg_vec(v[b], o_lane + b * o_split_stride);
+  float after_rows = lse;
+  if constexpr (kEarly) {
+    load(0);
     // ptxas schedules the shuffles, which wait for the LSE only, before the rows' loads unless
-    // they wait for those too: a product with zero (kept, since it is NaN for an infinite value)
-    // of one value of each split makes them.
-    float after_rows = lse;
+    // they wait for those too: a product with zero (kept, since it is NaN for an infinite
+    // value) of one value of each split makes them.
 #pragma unroll
     for (int b = 0; b < kBatch; ++b) after_rows = fmaf(v[b][0], 0.f, after_rows);
-    const float lse_max = warp_max(after_rows);
-    const float weight = lse == neg_inf() ? 0.f : exp2f(lse - lse_max);
-    const float weight_sum = warp_sum(weight);
-#pragma unroll
-    for (int first = 0; first < Splits; first += kBatch) {
-      if (first > 0) {
-#pragma unroll
-        for (int b = 0; b < kBatch; ++b) {
-          if (first + b < Splits) ld_global_cg_vec(v[b], o_lane + (first + b) * o_split_stride);
-        }
-      }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if (first + b < Splits) {
-          const float w = __shfl_sync(0xffffffffu, weight, first + b);
-#pragma unroll
-          for (int i = 0; i < kColumns; ++i) o[i] = fmaf(w, v[b][i], o[i]);
-        }
-      }
-    }
-    finish(weight_sum);
   }
+  const float lse_max = warp_max(after_rows);
+  // Splits that saw no key weigh nothing (and -inf - -inf would be NaN where none did).
+  const float weight = lse == neg_inf() ? 0.f : exp2f(lse - lse_max);
+  const float weight_sum = warp_sum(weight);
+#pragma unroll
+  for (int s = 0; s < Splits; ++s) {
+    const float w = __shfl_sync(0xffffffffu, weight, s);
+    float row[kColumns];
+    if constexpr (kEarly) {
+      if (s > 0 && s % kBatch == 0) load(s);
+#pragma unroll
+      for (int i = 0; i < kColumns; ++i) row[i] = v[s % kBatch][i];
+    } else {
+      ld_global_cg_vec(row, o_lane + s * o_split_stride);
+    }
+#pragma unroll
+    for (int i = 0; i < kColumns; ++i) o[i] = fmaf(w, row[i], o[i]);
+  }
+  const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
+#pragma unroll
+  for (int i = 0; i < kColumns; ++i) o[i] *= inv;
+  store(lane * kColumns, o);
 }
 
 // A combine_row store into a row of 16-bit floats (Element: Fp16 or Bf16 of evo/half_types.cuh).
