@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "tests/sdpa_variants.h"
@@ -293,6 +294,38 @@ TEST_CASE("the incumbent's one-knob neighbourhood is scanned completely, best-ra
     }
   }
   CHECK(neighbours > 5);
+}
+
+TEST_CASE("after the incumbent, the neighbourhoods scanned are of candidates two knobs apart",
+          "[engine]") {
+  Simulation simulation(31);
+  for (int generation = 0; generation < 12; ++generation) simulation.Step(16);
+  std::map<int64_t, Genome> genome_of;
+  for (const CandidateRecord& record : simulation.history())
+    genome_of[record.id] = record.proposal.genome;
+  // The centres of each generation's scan: the parents of its neighbours.
+  std::map<int, std::set<int64_t>> centres;
+  for (const CandidateRecord& record : simulation.history()) {
+    if (StartsWith(record.proposal.operator_name, "neighbour ") && record.proposal.parent1)
+      centres[record.generation].insert(*record.proposal.parent1);
+  }
+  const auto distance = [](const Genome& a, const Genome& b) {
+    int d = 0;
+    for (const auto& [name, value] : a) d += b.at(name) != value;
+    return d;
+  };
+  int several = 0;
+  for (const auto& [generation, ids] : centres) {
+    several += ids.size() > 1;
+    for (int64_t a : ids) {
+      for (int64_t b : ids) {
+        if (a >= b) continue;
+        INFO("generation " << generation << ": centres " << a << " and " << b);
+        CHECK(distance(genome_of.at(a), genome_of.at(b)) >= 2);
+      }
+    }
+  }
+  CHECK(several > 0);
 }
 
 TEST_CASE("the search never repeats itself and exhausts the space", "[engine]") {
