@@ -132,9 +132,7 @@ int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates
       }
     }
     if (!complete) break;
-    if (generation_best != nullptr &&
-        (best == nullptr ||
-         *generation_best->score_us() < *best->score_us() - ImprovementThresholdUs(*best))) {
+    if (generation_best != nullptr && (best == nullptr || Improves(*generation_best, *best))) {
       best = generation_best;
       stale = 0;
     } else if (space == nullptr || best == nullptr ||
