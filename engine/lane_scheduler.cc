@@ -61,7 +61,6 @@ class Batch {
   std::vector<Slot> slots_;
   size_t head_ = 0;  // the next candidate to finish
   bool stopping_ = false;
-  bool dropped_ = false;  // drop_rest said so: nothing after head_ is taken or finished
   std::exception_ptr fatal_;
 };
 
@@ -84,7 +83,7 @@ bool Batch::Owes(int lane) const {
 }
 
 void Batch::Advance() {
-  while (!dropped_ && head_ < slots_.size()) {
+  while (head_ < slots_.size()) {
     Slot& slot = slots_[head_];
     if (slot.stage == Stage::kMeasured) {
       if (hooks_.needs_confirmation(head_, slot.outcome)) {
@@ -97,7 +96,6 @@ void Batch::Advance() {
     hooks_.finish(head_, std::move(slot.outcome), std::move(slot.confirmation), slot.lane);
     slot.stage = Stage::kDone;
     ++head_;
-    if (hooks_.drop_rest && hooks_.drop_rest()) dropped_ = true;
   }
 }
 
@@ -144,7 +142,7 @@ void Batch::Drive(int lane) {
     changed_.notify_all();
   };
   for (;;) {
-    if (fatal_ || dropped_ || head_ == slots_.size()) return;
+    if (fatal_ || head_ == slots_.size()) return;
 
     // A confirmation asked of this lane comes first: the candidates after it wait for it.
     if (slots_[head_].stage == Stage::kConfirmAsked && slots_[head_].lane == lane) {

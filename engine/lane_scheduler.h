@@ -25,11 +25,6 @@ struct LaneHooks {
   std::function<void(size_t index, CandidateOutcome outcome, std::optional<GpuVerdict> confirmation,
                      int lane)>
       finish;
-  // Asked after each finish, if set: whether the candidates after it are no longer wanted (the
-  // search re-plans). Once it says so, no lane takes or finishes another, and what the lanes are
-  // measuring is discarded when it comes back, so the candidates finished are those one GPU would
-  // have finished.
-  std::function<bool()> drop_rest;
 };
 
 // Takes a batch of candidates (a generation) through the evaluator's lanes, one thread per lane:
@@ -51,8 +46,7 @@ class LaneScheduler {
 
   // Returns when every candidate is finished, or once `should_stop` said so and the candidates
   // already measured are finished as far as their order allows (those after a candidate never
-  // started stay unfinished: a resume redoes them), or once `drop_rest` said so and the lanes
-  // are back. Rethrows what a hook throws, and any
+  // started stay unfinished: a resume redoes them). Rethrows what a hook throws, and any
   // evo::Error but LaneError from the evaluator, once every lane has stopped.
   void Run(const std::vector<Genome>& genomes, const LaneHooks& hooks);
 

@@ -26,53 +26,6 @@ double ImprovementThresholdUs(const CandidateRecord& incumbent) {
   return std::max(0.01 * t.median_us, 0.5 * (t.p90_us - t.p10_us));
 }
 
-// Whether `candidate` beats `incumbent` by more than the noise of the incumbent's measurement.
-bool Improves(const CandidateRecord& candidate, const CandidateRecord& incumbent) {
-  const std::optional<double> score = candidate.score_us();
-  return score && *score < *incumbent.score_us() - ImprovementThresholdUs(incumbent);
-}
-
-// How far the generation in progress has come, to decide whether its rest is still worth
-// measuring. Everything here follows from the stored candidates, so a resumed run decides as
-// the uninterrupted one did.
-class GenerationProgress {
- public:
-  GenerationProgress(const std::vector<CandidateRecord>& candidates, int generation) {
-    for (const CandidateRecord& c : candidates) {
-      if (c.generation < generation && c.score_us() &&
-          (incumbent_ == nullptr || *c.score_us() < *incumbent_->score_us())) {
-        incumbent_ = &c;
-      }
-    }
-    for (const CandidateRecord& c : candidates) {
-      if (c.generation != generation) continue;
-      ++size_;
-      if (c.state == CandidateState::kFinished) Add(c);
-    }
-  }
-
-  void Add(const CandidateRecord& finished) {
-    ++finished_;
-    if (incumbent_ != nullptr && Improves(finished, *incumbent_)) improved_ = true;
-  }
-
-  // Whether the generation's unstarted candidates are to be dropped and the next generation
-  // proposed now: a finished one beat the incumbent the generation was proposed around, so the
-  // rest were chosen around a best that no longer is, and the new best's one-knob neighbours
-  // (where the next better one likeliest is) would otherwise wait for them. Only once half the
-  // generation is finished: its first half is the incumbent's neighbours and the model's
-  // likeliest proposals, worth measuring whatever the new best; dropping at every improvement
-  // turned the search into a hill climb that stalled on fp16 2x8x1024x64 (13 -> 47.5 candidates
-  // to 2 % over 40 seeds, BENCHMARKS.md).
-  bool Overtaken() const { return improved_ && 2 * finished_ >= size_ && finished_ < size_; }
-
- private:
-  const CandidateRecord* incumbent_ = nullptr;  // the best of the generations before
-  int size_ = 0;
-  int finished_ = 0;
-  bool improved_ = false;
-};
-
 }  // namespace
 
 std::string_view ToString(StopReason reason) {
@@ -132,7 +85,9 @@ int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates
       }
     }
     if (!complete) break;
-    if (generation_best != nullptr && (best == nullptr || Improves(*generation_best, *best))) {
+    if (generation_best != nullptr &&
+        (best == nullptr ||
+         *generation_best->score_us() < *best->score_us() - ImprovementThresholdUs(*best))) {
       best = generation_best;
       stale = 0;
     } else if (space == nullptr || best == nullptr ||
@@ -186,11 +141,6 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     for (const CandidateRecord& c : candidates) {
       generation = std::max(generation, c.generation);
       if (c.state == CandidateState::kPending) pending.push_back(c);
-    }
-    GenerationProgress progress_now(candidates, generation);
-    if (!pending.empty() && progress_now.Overtaken()) {
-      store_.DropPending(run_id_);
-      continue;
     }
     if (pending.empty()) {
       if (evaluated >= spec.budget) return finish(StopReason::kBudget);
@@ -261,8 +211,6 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
       store_.Finish(candidate.id, outcome, confirmation, measured_on);
       ++summary.evaluated_now;
       if (outcome.reached_gates()) ++done;
-      const std::optional<CandidateRecord> stored = store_.FindCandidate(candidate.id);
-      progress_now.Add(*stored);
 
       if (on_progress) {
         SearchProgress progress;
@@ -279,11 +227,11 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
           progress.eta_seconds = static_cast<double>(std::max<int64_t>(0, spec.budget - done)) *
                                  60 / progress.per_minute;
         }
+        std::optional<CandidateRecord> stored = store_.FindCandidate(candidate.id);
         progress.finished = stored ? &*stored : nullptr;
         on_progress(progress);
       }
     };
-    hooks.drop_rest = [&] { return progress_now.Overtaken(); };
     lanes.Run(upcoming, hooks);
     if (stopped) return finish(*stopped);
   }

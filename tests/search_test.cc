@@ -1,6 +1,5 @@
 #include "engine/search.h"
 
-#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -18,17 +17,14 @@ namespace {
 class ReplayedRun {
  public:
   // `gpus`: the simulated GPUs that answer at once, each taking `delay` per measurement.
-  // `starting_points`: whether the first generation tries the manifest's (on this recording,
-  // one of them is nearly the best, and little is left to improve on).
   explicit ReplayedRun(uint64_t seed, int64_t budget = 100, int patience = 0,
-                       const std::vector<int>& gpus = {0}, std::chrono::milliseconds delay = {},
-                       bool starting_points = true)
+                       const std::vector<int>& gpus = {0}, std::chrono::milliseconds delay = {})
       : library_(TemplateLibrary::Load({})),
         kernel_template_(library_.Find("sdpa_fp16")),
         problem_(DefaultProblem(kernel_template_.manifest)),
         replay_(test::H100Recording(), kernel_template_.manifest, problem_, delay, {}, gpus),
         searched_(replay_.RecordedSpace(kernel_template_.manifest)),
-        space_(Searched(starting_points), problem_, ArchByName(replay_.identity().arch)),
+        space_(searched_, problem_, ArchByName(replay_.identity().arch)),
         store_(dir_.path() / "evo.db", PopulationStore::Access::kReadWrite) {
     RunSpec spec;
     spec.template_name = "sdpa_fp16";
@@ -54,27 +50,6 @@ class ReplayedRun {
           if (stop_after >= 0 && ++seen >= stop_after) stop = true;
         },
         stop);
-  }
-
-  // The recorded space, without the manifest's starting points unless `starting_points`.
-  const Manifest& Searched(bool starting_points) {
-    if (!starting_points) searched_.starting_points.clear();
-    return searched_;
-  }
-
-  // Like Run, but dies right after the `finished`th candidate this session stores, as a run
-  // killed before doing anything more would: nothing after that candidate's transaction.
-  void RunDyingAfter(int64_t finished) {
-    struct Killed {};
-    std::atomic<bool> stop{false};
-    int64_t seen = 0;
-    Search search(store_, run_id_, space_, replay_, {});
-    CHECK_THROWS_AS(search.Run(
-                        [&](const SearchProgress&) {
-                          if (++seen == finished) throw Killed{};
-                        },
-                        stop),
-                    Killed);
   }
 
   // Everything the search decided, to compare two runs: each candidate's genome, provenance,
@@ -188,99 +163,6 @@ TEST_CASE("a stopped run resumes into the very search the uninterrupted one make
   CHECK(pieces.Genomes() == whole.Genomes());
   CHECK(pieces.store().FindRun(pieces.run_id())->finished_candidates == 80);
   CHECK(pieces.store().FindRun(pieces.run_id())->pending_candidates == 0);
-}
-
-// The candidates of each re-planned generation: one that ended early, before its last
-// proposals were measured, because a candidate beat the best of the generations before it.
-std::vector<std::vector<CandidateRecord>> ReplannedGenerations(
-    const std::vector<CandidateRecord>& candidates, int generation_size) {
-  std::map<int, std::vector<CandidateRecord>> generations;
-  for (const CandidateRecord& c : candidates) generations[c.generation].push_back(c);
-  std::vector<std::vector<CandidateRecord>> replanned;
-  for (const auto& [generation, members] : generations) {
-    const bool last = generation == generations.rbegin()->first;
-    if (generation > 0 && !last && static_cast<int>(members.size()) < generation_size)
-      replanned.push_back(members);
-  }
-  return replanned;
-}
-
-TEST_CASE("a new best mid-generation drops the generation's rest and proposes around it",
-          "[search]") {
-  ReplayedRun run(21, 80, 0, {0}, {}, false);
-  CHECK(run.Run().reason == StopReason::kBudget);
-  const std::vector<CandidateRecord> candidates = run.store().Candidates(run.run_id());
-  CHECK(candidates.size() == 80);
-  const auto replanned = ReplannedGenerations(candidates, 16);
-  REQUIRE(!replanned.empty());
-  for (const std::vector<CandidateRecord>& generation : replanned) {
-    // It ended with the first candidate that both beat the best before it beyond the noise
-    // and completed half the generation.
-    const CandidateRecord* before = nullptr;
-    for (const CandidateRecord& c : candidates) {
-      if (c.generation < generation.front().generation && c.score_us() &&
-          (before == nullptr || *c.score_us() < *before->score_us()))
-        before = &c;
-    }
-    REQUIRE(before != nullptr);
-    const TimingFigures& noise = *before->scoring_timing();
-    const double threshold = std::max(0.01 * noise.median_us, 0.5 * (noise.p90_us - noise.p10_us));
-    std::optional<size_t> first_improving;
-    for (size_t i = 0; i < generation.size() && !first_improving; ++i) {
-      const std::optional<double> score = generation[i].score_us();
-      if (score && *score < *before->score_us() - threshold) first_improving = i;
-    }
-    INFO("generation " << generation.front().generation);
-    REQUIRE(first_improving.has_value());
-    CHECK(generation.size() == std::max<size_t>(*first_improving + 1, 8));
-  }
-  // The next generation starts with one-knob neighbours of the new best.
-  const std::vector<CandidateRecord>& first = replanned.front();
-  const CandidateRecord& best = *std::min_element(
-      first.begin(), first.end(), [](const CandidateRecord& a, const CandidateRecord& b) {
-        return a.score_us().value_or(1e300) < b.score_us().value_or(1e300);
-      });
-  const auto next = std::find_if(candidates.begin(), candidates.end(), [&](const auto& c) {
-    return c.generation == best.generation + 1;
-  });
-  REQUIRE(next != candidates.end());
-  CHECK(next->proposal.operator_name.rfind("neighbour", 0) == 0);
-  CHECK(next->proposal.parent1 == best.id);
-}
-
-TEST_CASE("a run killed between a new best and its re-plan resumes into the uninterrupted one",
-          "[search]") {
-  ReplayedRun whole(21, 80, 0, {0}, {}, false);
-  whole.Run();
-  const std::vector<CandidateRecord> candidates = whole.store().Candidates(whole.run_id());
-  const auto replanned = ReplannedGenerations(candidates, 16);
-  REQUIRE(!replanned.empty());
-  // Killed right after the new best is stored: the rest of its generation is still pending.
-  const int64_t improver = replanned.front().back().id;
-  const auto position = std::find_if(candidates.begin(), candidates.end(),
-                                     [&](const auto& c) { return c.id == improver; }) -
-                        candidates.begin() + 1;
-  ReplayedRun pieces(21, 80, 0, {0}, {}, false);
-  pieces.RunDyingAfter(position);
-  const RunRecord killed = *pieces.store().FindRun(pieces.run_id());
-  CHECK(killed.state == RunState::kRunning);
-  const std::vector<CandidateRecord> stored = pieces.store().Candidates(pieces.run_id());
-  CHECK(std::count_if(stored.begin(), stored.end(), [](const auto& c) {
-          return c.state == CandidateState::kFinished;
-        }) == position);
-  CHECK(pieces.store().FindCandidate(improver)->state == CandidateState::kFinished);
-  CHECK(killed.pending_candidates > 0);
-  CHECK(pieces.Run().reason == StopReason::kBudget);
-  CHECK(pieces.Decisions() == whole.Decisions());
-}
-
-TEST_CASE("three simulated GPUs re-plan as one does", "[search][gpus]") {
-  ReplayedRun one(21, 80, 0, {0}, {}, false);
-  ReplayedRun three(21, 80, 0, {0, 1, 2}, std::chrono::milliseconds(1), false);
-  CHECK(one.Run().reason == StopReason::kBudget);
-  CHECK(three.Run().reason == StopReason::kBudget);
-  CHECK(!ReplannedGenerations(one.store().Candidates(one.run_id()), 16).empty());
-  CHECK(three.Decisions() == one.Decisions());
 }
 
 TEST_CASE("three simulated GPUs make the one-GPU search: candidates, outcomes, elite",
