@@ -63,6 +63,23 @@ const SplitCase kSplitCases[] = {
     {"", {2, 8, 2, 200, 600, 128, 1, 1}},
 };
 
+// STREAM_K settings, each with a problem (as kSplitCases) whose tiles are not a whole number of
+// rounds of a 132-SM grid: whole rounds and a tail (256 and 180 tiles), a tail alone (64 tiles,
+// one), causal tails of unequal tiles, spans of one KV tile (S_kv = 129), packed grouped heads,
+// D = 64, 128 and 256, both dtypes.
+const SplitCase kStreamKCases[] = {
+    {"PERSISTENT=1 STREAM_K=1", {2, 8, 8, 2048, 2048, 128, 0, 0}},
+    {"PERSISTENT=1 STREAM_K=1 NUM_CONSUMERS=3 BLOCK_N=64", {1, 16, 16, 3000, 3001, 64, 1, 1}},
+    {"PERSISTENT=1 STREAM_K=1 NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=64",
+     {1, 4, 4, 1000, 5000, 256, 0, 0}},
+    {"PERSISTENT=1 STREAM_K=1 PACK_GQA=1 PRODUCER_REGS=40", {2, 8, 2, 300, 700, 128, 1, 0}},
+    {"PERSISTENT=1 STREAM_K=1 FAST_EXP=0 INTRA_OVERLAP=0 BLOCK_N=128",
+     {3, 5, 5, 1500, 129, 128, 0, 1}},
+    {"PERSISTENT=1 STREAM_K=1 STAGES=1 BLOCK_N=96", {1, 1, 1, 1, 4096, 64, 0, 0}},
+    {"PERSISTENT=1 STREAM_K=1 BLOCK_N=160 TMA_STORE=0 PINGPONG=0",
+     {4, 16, 16, 4096, 4096, 128, 0, 1}},
+};
+
 // Configurations in which every value of every knob appears, each with a problem (D, dtype,
 // causal) that rotates, so that a few dozen compiles cover the space's axes.
 struct SampledConfiguration {
@@ -187,6 +204,18 @@ TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations wit
     REQUIRE(outcome.status == Status::kCompiled);
     CHECK(outcome.resources->spill_stores == 0);
   }
+  for (const SplitCase& c : kStreamKCases) {
+    const int64_t* p = c.problem;
+    const Problem problem =
+        GroupedProblem(hopper.manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+    INFO(c.settings << " on " << FormatProblem(hopper.manifest, problem));
+    const CompileOutcome outcome =
+        RunCompileGate(hopper, test::GenomeFromSettings(hopper.manifest, c.settings), problem,
+                       ArchByName("sm_90"), compiler, {});
+    INFO(outcome.reason << "\n" << outcome.compiled.log);
+    REQUIRE(outcome.status == Status::kCompiled);
+    CHECK(outcome.resources->spill_stores == 0);
+  }
   // The constraints of the new knobs, by name.
   const struct {
     const char* settings;
@@ -198,6 +227,8 @@ TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations wit
       {"SPLITS=2", 2, 4096, "tma_store_needs_one_split"},
       {"PACK_GQA=1", 8, 4096, "pack_gqa_needs_shared_heads"},
       {"SPLITS=32 TMA_STORE=0", 2, 1000, "splits_have_keys"},
+      {"STREAM_K=1", 2, 4096, "stream_k_needs_persistent"},
+      {"STREAM_K=1 PERSISTENT=1 SPLITS=2 TMA_STORE=0", 2, 4096, "stream_k_needs_one_split"},
   };
   for (const auto& [settings, h_kv, s_kv, constraint] : refusals) {
     INFO(settings);
@@ -378,6 +409,90 @@ TEST_CASE("sdpa_hopper passes the gates with split KV and grouped heads", "[gpu]
   }
   WARN("sdpa_hopper split KV and grouped heads: " << measured << " of " << std::size(kSplitCases)
                                                   << " measured");
+}
+
+TEST_CASE("sdpa_hopper passes the gates with stream-K tails", "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  HopperBench bench({});
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  const Manifest& manifest = bench.manifest("sdpa_hopper");
+  int measured = 0;
+  for (const SplitCase& c : kStreamKCases) {
+    const int64_t* p = c.problem;
+    const Problem problem =
+        GroupedProblem(manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+    INFO(c.settings << " on " << FormatProblem(manifest, problem));
+    const std::optional<GpuVerdict> verdict =
+        bench.Evaluate("sdpa_hopper", c.settings, problem, std::chrono::seconds(60));
+    REQUIRE(verdict.has_value());
+    INFO(ToString(verdict->status)
+         << ": " << verdict->correctness.failure << verdict->error << " max abs error "
+         << verdict->correctness.worst.max_abs_error);
+    CHECK(verdict->status == Status::kMeasured);
+    measured += verdict->status == Status::kMeasured;
+  }
+  WARN("sdpa_hopper stream-K: " << measured << " of " << std::size(kStreamKCases) << " measured");
+}
+
+TEST_CASE("broken stream-K merges of sdpa_hopper are rejected", "[gpu]") {
+  test::TempDir dir;
+  // The tile's last CTA leaves out the state of the CTA that holds the tile's end.
+  test::WriteTemplateVariant(dir.path() / "hopper_stream_k_drops_part", "sdpa_hopper",
+                             "hopper_stream_k_drops_part",
+                             "other < piece.first_cta + piece.parts; ++other",
+                             "other < piece.first_cta + piece.parts - 1; ++other");
+  // The merge adds another CTA's accumulators without rescaling them to the common maximum.
+  test::WriteTemplateVariantWithBrokenHeader(
+      dir.path() / "hopper_stream_k_unweighted", "sdpa_hopper", "hopper_stream_k_unweighted",
+      "tile_partial.cuh", "acc[i + e] = fmaf(acc[i + e], mine_weight[h], o[e] * other_weight[h]);",
+      "acc[i + e] += o[e];");
+  const char* names[] = {"hopper_stream_k_drops_part", "hopper_stream_k_unweighted"};
+  std::vector<std::filesystem::path> folders;
+  for (const char* name : names) folders.push_back(dir.path() / name);
+  const char* settings = "PERSISTENT=1 STREAM_K=1";
+  {
+    const TemplateLibrary library = TemplateLibrary::Load(folders);
+    NvrtcCompiler compiler;
+    for (const char* name : names) {
+      const KernelTemplate& variant = library.Find(name);
+      INFO(name);
+      const CompileOutcome compiled =
+          RunCompileGate(variant, test::GenomeFromSettings(variant.manifest, settings),
+                         HopperProblem(variant.manifest, 2, 8, 2048, 2048, 128, 0, 0),
+                         ArchByName("sm_90"), compiler, {});
+      INFO(compiled.compiled.log);
+      REQUIRE(compiled.status == Status::kCompiled);
+    }
+  }
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  HopperBench bench(folders);
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  for (const char* name : names) {
+    // Whole rounds and a tail, and a tail alone.
+    for (const int64_t s : {2048, 700}) {
+      const Problem problem = HopperProblem(bench.manifest(name), 2, 8, s, s, 128, 0, 0);
+      INFO(name << " S=" << s);
+      const std::optional<GpuVerdict> verdict =
+          bench.Evaluate(name, settings, problem, std::chrono::seconds(60));
+      REQUIRE(verdict.has_value());
+      INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
+      CHECK(verdict->status == Status::kIncorrect);
+      WARN(name << " S=" << s << ": " << ToString(verdict->status) << " ("
+                << verdict->correctness.failure << ")");
+    }
+  }
 }
 
 TEST_CASE("broken split-KV combines and a wrong KV head of sdpa_hopper are rejected", "[gpu]") {

@@ -38,14 +38,22 @@
 // whose split arrives last at the work item's counter in Arrivals (zeroed once, left zero)
 // combines them itself, with no second launch.
 //
+// STREAM_K (with PERSISTENT): when the tiles are not a whole number of rounds of the grid, the
+// last round's tiles have their KV tiles cut into one span per CTA (class Walk), so that all
+// CTAs finish together instead of a few running one more tile each. A tile cut over several
+// CTAs is merged by the last of them to arrive at its counter in Arrivals: the others leave
+// their accumulators and row statistics in O_partial (evo/tile_partial.cuh), two states per CTA
+// (its span's first and last piece), and the last merges them into its own and stores O.
+//
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE,
-// PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES) and problem defines (HEAD_DIM, IS_CAUSAL,
-// IS_BF16) are prepended by evo.
+// PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, STREAM_K) and problem defines (HEAD_DIM,
+// IS_CAUSAL, IS_BF16) are prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
-    !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES)
+    !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) || \
+    !defined(STREAM_K)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -57,15 +65,18 @@
 #include "evo/mbarrier.cuh"
 #include "evo/online_softmax.cuh"
 #include "evo/split_kv.cuh"
+#include "evo/tile_partial.cuh"
 #include "evo/tma.cuh"
 #include "evo/warp_specialization.cuh"
 #include "evo/wgmma.cuh"
 #include "evo/wgmma_attention.cuh"
 
 EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16,
-                 PACK_GQA, LAST_CTA_COMBINES);
+                 PACK_GQA, LAST_CTA_COMBINES, STREAM_K);
 static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS must be in [1, 32]");
 static_assert(LAST_CTA_COMBINES == 0 || SPLITS > 1, "LAST_CTA_COMBINES needs SPLITS > 1");
+static_assert(STREAM_K == 0 || (PERSISTENT && SPLITS == 1),
+              "STREAM_K needs PERSISTENT and SPLITS == 1");
 static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1, 2 or 3");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 256,
               "BLOCK_N must be a multiple of 16 in [64, 256]");
@@ -101,6 +112,8 @@ enum : int {
   kEpilogueBarrier = 1 + NUM_CONSUMERS,
   kArrivalBarrier = 1 + 2 * NUM_CONSUMERS,
   kConsumerThreads = NUM_CONSUMERS * 128,
+  // STREAM_K: one CTA's partial state of a tail tile (two per CTA in O_partial).
+  kTilePartialFloats = evo::TilePartial<HEAD_DIM / 2, NUM_CONSUMERS * 128>::kFloats,
 };
 
 // Where the rows of a tile are: its query positions and heads. Without PACK_GQA a tile is
@@ -152,26 +165,26 @@ struct Layout {
   __device__ __forceinline__ unsigned k_empty(int s) const { return bar(2 + STAGES + s); }
   __device__ __forceinline__ unsigned v_full(int s) const { return bar(2 + 2 * STAGES + s); }
   __device__ __forceinline__ unsigned v_empty(int s) const { return bar(2 + 3 * STAGES + s); }
+  // STREAM_K: the producer's two piece descriptors (by round parity) and its walk's state.
+  __device__ __forceinline__ unsigned piece(int round) const {
+    return bar(2 + 4 * STAGES) + 32 * (round & 1);
+  }
+  __device__ __forceinline__ unsigned walk_state() const { return bar(2 + 4 * STAGES) + 64; }
 };
 
-// The work of a CTA: (query tile, split) pairs of one (batch, head slot), either the one its grid
-// position names or, when PERSISTENT, every gridDim.x-th of all of them. Causal tiles go heaviest
-// (latest rows) first, so that the last wave is made of light tiles; the splits of a tile are
-// neighbours.
+// The tiles of the task: (query tile, split) pairs of one (batch, head slot). Causal tiles go
+// heaviest (latest rows) first when PERSISTENT, so that the last round is made of light tiles;
+// the splits of a tile are neighbours.
 struct Scheduler {
   int num_m_tiles;
   int num_tiles;  // (slot, m_tile, split) triples
   __device__ __forceinline__ Scheduler(int B, int slots, int S_q, int positions)
       : num_m_tiles((S_q + positions - 1) / positions),
         num_tiles(num_m_tiles * B * slots * SPLITS) {}
-  __device__ __forceinline__ int first() const {
-    return PERSISTENT
-               ? static_cast<int>(blockIdx.x)
-               : (static_cast<int>(blockIdx.z) * gridDim.y + blockIdx.y) * num_m_tiles * SPLITS +
-                     static_cast<int>(blockIdx.x);
-  }
-  __device__ __forceinline__ int next(int tile) const {
-    return PERSISTENT ? tile + static_cast<int>(gridDim.x) : num_tiles;
+  // The tile a CTA of a non-persistent grid owns.
+  __device__ __forceinline__ int grid_tile() const {
+    return (static_cast<int>(blockIdx.z) * gridDim.y + blockIdx.y) * num_m_tiles * SPLITS +
+           static_cast<int>(blockIdx.x);
   }
   // Tile `tile` as (batch * slots + slot, m_tile, split); item is the (slot, m_tile) pair's
   // index, which its splits share.
@@ -205,6 +218,180 @@ __device__ __forceinline__ evo::SplitRange kv_tiles(const Rows& rows, int m_tile
   return SPLITS == 1 ? evo::SplitRange{0, tiles} : evo::split_range(tiles, split, SPLITS);
 }
 
+// A piece of a CTA's work: the KV tiles `kv` of one tile. With STREAM_K, a tile of the last,
+// partial round is shared by `parts` CTAs, the first of them `first_cta`, whose state is in its
+// partial slot `first_slot` (the others' in their slot 0); `tail_tile` is the tile's index among
+// those tiles (its counter in Arrivals).
+struct Piece {
+  int bh, m_tile, split, item;
+  evo::SplitRange kv;
+  int parts;
+  int first_cta;
+  int tail_tile;
+  int first_slot;
+};
+
+// The pieces of a CTA, in the order its producer and its consumers take them: the tile its grid
+// position names; or, PERSISTENT, every gridDim.x-th tile. STREAM_K: only the whole rounds go
+// that way; the KV tiles of the remaining tiles (fewer than the CTAs), taken in tile order as
+// one sequence of units, are cut into one span per CTA, as equal as whole units allow, so that
+// no CTA runs a whole extra tile while others idle. A span that covers a tile only in part
+// leaves a partial state (evo/tile_partial.cuh); the tile's last CTA to finish merges the
+// others' into its own and stores O. Only the producer walks the tail: its state stays in shared
+// memory (the producer thread has 24 registers), and each piece reaches the consumers as a
+// descriptor there (Layout::piece), published by the arrival on q_full.
+class Walk {
+ public:
+  // With STREAM_K only the producer walks (and then starts the state in shared memory).
+  __device__ __forceinline__ Walk(const Scheduler& scheduler, const Rows& rows, int S_q,
+                                  int S_kv, unsigned state, bool producer)
+      : scheduler_(scheduler), rows_(rows), S_q_(S_q), S_kv_(S_kv), state_(state) {
+    tile_ = PERSISTENT ? static_cast<int>(blockIdx.x) : scheduler.grid_tile();
+    if (STREAM_K && producer) {
+      const int ctas = static_cast<int>(gridDim.x);
+      Tail tail;
+      tail.tile = tile_;
+      tail.whole_end = scheduler.num_tiles - scheduler.num_tiles % ctas;
+      tail.units = 0;
+      for (int t = tail.whole_end; t < scheduler.num_tiles; ++t) tail.units += units(t);
+      // Every CTA of the tail gets at least one unit.
+      tail.ctas = evo::imin(ctas, tail.units);
+      const int cta = static_cast<int>(blockIdx.x);
+      tail.unit = cta < tail.ctas ? span_start(tail, cta) : 0;
+      tail.unit_end = cta < tail.ctas ? span_start(tail, cta + 1) : 0;
+      tail.tile_index = tail.whole_end;
+      tail.tile_unit = 0;
+      store(tail);
+    }
+  }
+
+  __device__ __forceinline__ bool next(Piece& piece) {
+    if (!STREAM_K) {
+      if (tile_ >= scheduler_.num_tiles) return false;
+      whole(tile_, piece);
+      tile_ = PERSISTENT ? tile_ + static_cast<int>(gridDim.x) : scheduler_.num_tiles;
+      return true;
+    }
+    Tail tail = load();
+    if (tail.tile < tail.whole_end) {
+      whole(tail.tile, piece);
+      tail.tile += static_cast<int>(gridDim.x);
+      store(tail);
+      return true;
+    }
+    if (tail.unit >= tail.unit_end) return false;
+    // The tail tile that holds the next unit.
+    int tile_units = units(tail.tile_index);
+    while (tail.tile_unit + tile_units <= tail.unit) {
+      tail.tile_unit += tile_units;
+      ++tail.tile_index;
+      tile_units = units(tail.tile_index);
+    }
+    scheduler_.decode(tail.tile_index, piece.bh, piece.m_tile, piece.split, piece.item);
+    const int first = tail.unit - tail.tile_unit;
+    const int end = evo::imin(tail.unit_end - tail.tile_unit, tile_units);
+    piece.kv = evo::SplitRange{first, end - first};
+    piece.first_cta = owner(tail, tail.tile_unit);
+    piece.parts = owner(tail, tail.tile_unit + tile_units - 1) - piece.first_cta + 1;
+    piece.tail_tile = tail.tile_index - tail.whole_end;
+    // Only the first CTA's span can start before the tile, and then the tile is its last piece.
+    piece.first_slot = span_start(tail, piece.first_cta) < tail.tile_unit ? 1 : 0;
+    tail.unit = tail.tile_unit + end;
+    store(tail);
+    return true;
+  }
+
+ private:
+  // STREAM_K's progress: whole tiles first, then this CTA's span of tail units.
+  struct Tail {
+    int tile, whole_end;  // the next whole tile; whole tiles end at whole_end, the tail follows
+    int units, ctas;      // units of the tail, CTAs that share them
+    int unit, unit_end;   // what is left of this CTA's span
+    int tile_index, tile_unit;  // the tail tile that holds `unit`, and that tile's first unit
+  };
+  __device__ __forceinline__ Tail load() const {
+    unsigned a[4], b[4];
+    evo::ld_shared_v4(a, state_);
+    evo::ld_shared_v4(b, state_ + 16);
+    return Tail{static_cast<int>(a[0]), static_cast<int>(a[1]), static_cast<int>(a[2]),
+                static_cast<int>(a[3]), static_cast<int>(b[0]), static_cast<int>(b[1]),
+                static_cast<int>(b[2]), static_cast<int>(b[3])};
+  }
+  __device__ __forceinline__ void store(const Tail& t) const {
+    const unsigned a[4] = {static_cast<unsigned>(t.tile), static_cast<unsigned>(t.whole_end),
+                           static_cast<unsigned>(t.units), static_cast<unsigned>(t.ctas)};
+    const unsigned b[4] = {static_cast<unsigned>(t.unit), static_cast<unsigned>(t.unit_end),
+                           static_cast<unsigned>(t.tile_index),
+                           static_cast<unsigned>(t.tile_unit)};
+    evo::st_shared_v4(state_, a);
+    evo::st_shared_v4(state_ + 16, b);
+  }
+  __device__ __forceinline__ void whole(int tile, Piece& piece) const {
+    scheduler_.decode(tile, piece.bh, piece.m_tile, piece.split, piece.item);
+    piece.kv = kv_tiles(rows_, piece.m_tile, piece.split, S_q_, S_kv_);
+    piece.parts = 1;
+    piece.first_cta = static_cast<int>(blockIdx.x);
+    piece.tail_tile = 0;
+    piece.first_slot = 0;
+  }
+  __device__ __forceinline__ int units(int tile) const {
+    int bh, m_tile, split, item;
+    scheduler_.decode(tile, bh, m_tile, split, item);
+    return kv_tiles(rows_, m_tile, split, S_q_, S_kv_).count;
+  }
+  static __device__ __forceinline__ int span_start(const Tail& tail, int cta) {
+    return static_cast<int>(static_cast<long long>(cta) * tail.units / tail.ctas);
+  }
+  // The CTA whose span holds unit u: the last whose span starts at or before it.
+  static __device__ __forceinline__ int owner(const Tail& tail, int u) {
+    return static_cast<int>(
+        ((static_cast<long long>(u) + 1) * tail.ctas + tail.units - 1) / tail.units - 1);
+  }
+
+  const Scheduler& scheduler_;
+  const Rows& rows_;
+  int S_q_, S_kv_;
+  unsigned state_;  // STREAM_K: the Tail in shared memory
+  int tile_;        // otherwise: the next tile
+};
+
+// STREAM_K: a piece as the producer hands it to the consumers, in two 16-byte halves: what the
+// main loop needs, and what only a shared tile's epilogue does (read there, not kept in
+// registers through the loop). A count of -1 ends the walk.
+__device__ __forceinline__ void publish_piece(unsigned at, const Piece& piece) {
+  const unsigned loop[4] = {static_cast<unsigned>(piece.bh), static_cast<unsigned>(piece.m_tile),
+                            static_cast<unsigned>(piece.kv.first),
+                            static_cast<unsigned>(piece.kv.count)};
+  const unsigned sharing[4] = {static_cast<unsigned>(piece.parts),
+                               static_cast<unsigned>(piece.first_cta),
+                               static_cast<unsigned>(piece.tail_tile),
+                               static_cast<unsigned>(piece.first_slot)};
+  evo::st_shared_v4(at, loop);
+  evo::st_shared_v4(at + 16, sharing);
+}
+__device__ __forceinline__ void publish_end(unsigned at) {
+  const unsigned end[4] = {0, 0, 0, static_cast<unsigned>(-1)};
+  evo::st_shared_v4(at, end);
+}
+__device__ __forceinline__ bool read_piece_loop(unsigned at, Piece& piece) {
+  unsigned v[4];
+  evo::ld_shared_v4(v, at);
+  piece.bh = static_cast<int>(v[0]);
+  piece.m_tile = static_cast<int>(v[1]);
+  piece.split = 0;
+  piece.item = 0;
+  piece.kv = evo::SplitRange{static_cast<int>(v[2]), static_cast<int>(v[3])};
+  return piece.kv.count >= 0;
+}
+__device__ __forceinline__ void read_piece_sharing(unsigned at, Piece& piece) {
+  unsigned v[4];
+  evo::ld_shared_v4(v, at + 16);
+  piece.parts = static_cast<int>(v[0]);
+  piece.first_cta = static_cast<int>(v[1]);
+  piece.tail_tile = static_cast<int>(v[2]);
+  piece.first_slot = static_cast<int>(v[3]);
+}
+
 // The producer: one thread that loads each tile's Q and its K/V tiles into the ring, in the
 // order the consumers use them. A split with no KV tile loads nothing, not even Q.
 __device__ __forceinline__ void produce(const Layout& smem, const evo::TensorMap& q_map,
@@ -213,17 +400,19 @@ __device__ __forceinline__ void produce(const Layout& smem, const evo::TensorMap
   const Rows rows(H, H_kv);
   const int slots = PACK_GQA ? H_kv : H;
   const Scheduler scheduler(B, slots, S_q, rows.positions);
-  int kv_iter = 0;  // K/V tiles loaded so far, over all of this CTA's query tiles
-  int round = 0;    // query tiles loaded so far
-  for (int tile = scheduler.first(); tile < scheduler.num_tiles; tile = scheduler.next(tile)) {
-    int bh, m_tile, split, item;
-    scheduler.decode(tile, bh, m_tile, split, item);
-    const evo::SplitRange kv = kv_tiles(rows, m_tile, split, S_q, S_kv);
+  Walk walk(scheduler, rows, S_q, S_kv, smem.walk_state(), true);
+  int kv_iter = 0;  // K/V tiles loaded so far, over all of this CTA's pieces
+  int round = 0;    // pieces loaded so far
+  for (Piece piece; walk.next(piece);) {
+    const int bh = piece.bh;
+    const int m_tile = piece.m_tile;
+    const evo::SplitRange kv = piece.kv;
     if (SPLITS > 1 && kv.count == 0) continue;  // one split always has a KV tile (S_kv >= 1)
     const int b = bh / slots;
     const int slot = bh % slots;
     const int kv_head = rows.kv_head(slot);
     evo::mbar_wait_sleep(smem.q_empty(), (round & 1) ^ 1);
+    if (STREAM_K) publish_piece(smem.piece(round), piece);
     evo::mbar_arrive_expect_tx(smem.q_full(), kQTileBytes);
 #pragma unroll
     for (int cb = 0; cb < kColumnBlocks; ++cb) {
@@ -251,6 +440,12 @@ __device__ __forceinline__ void produce(const Layout& smem, const evo::TensorMap
       }
     }
     ++round;
+  }
+  if (STREAM_K) {
+    // The end, published like a piece: the consumers wait for the next Q as usual.
+    evo::mbar_wait_sleep(smem.q_empty(), (round & 1) ^ 1);
+    publish_end(smem.piece(round));
+    evo::mbar_arrive(smem.q_full());
   }
 }
 
@@ -313,14 +508,27 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
   const Rows rows(H, H_kv);
   const int slots = PACK_GQA ? H_kv : H;
   const Scheduler scheduler(B, slots, S_q, rows.positions);
+  Walk walk(scheduler, rows, S_q, S_kv, smem.walk_state(), false);
   int kv_iter = 0;
   int round = 0;
-  for (int tile = scheduler.first(); tile < scheduler.num_tiles; tile = scheduler.next(tile)) {
-    int bh, m_tile, split, item;
-    scheduler.decode(tile, bh, m_tile, split, item);
+  for (;;) {
+    // Without STREAM_K each consumer walks the tiles as the producer does; with it, the
+    // producer's descriptor comes with the piece's Q.
+    Piece piece;
+    const int piece_round = round;
+    if (STREAM_K) {
+      evo::mbar_wait_sleep(smem.q_full(), round & 1);
+      if (!read_piece_loop(smem.piece(round), piece)) break;
+    } else if (!walk.next(piece)) {
+      break;
+    }
+    const int bh = piece.bh;
+    const int m_tile = piece.m_tile;
+    const int split = piece.split;
+    const int item = piece.item;
     const int m_start = m_tile * kBlockM;
     const int tile_row = wg_row0 + warp * 16 + group;  // the thread's rows: this and + 8
-    const evo::SplitRange kv = kv_tiles(rows, m_tile, split, S_q, S_kv);
+    const evo::SplitRange kv = piece.kv;
     const int num_kv_tiles = kv.count;
     const int first_position = m_tile * rows.positions;
 
@@ -383,7 +591,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     // A split with no KV tile (more splits than the tile has KV tiles) loads nothing: it only
     // leaves an empty partial (LSE -inf) below.
     if (SPLITS == 1 || num_kv_tiles > 0) {
-      evo::mbar_wait_sleep(smem.q_full(), round & 1);
+      if (!STREAM_K) evo::mbar_wait_sleep(smem.q_full(), round & 1);
       float alpha[2];
       if (INTRA_OVERLAP) {
         // Tile 0 alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1} together,
@@ -483,6 +691,27 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         }
       }
       continue;
+    }
+
+    if (STREAM_K) read_piece_sharing(smem.piece(piece_round), piece);
+    if (STREAM_K && piece.parts > 1) {
+      // A tail tile shared with other CTAs: leave this CTA's state; the last to arrive merges
+      // the others' into its own and goes on to store O.
+      const int cta = static_cast<int>(blockIdx.x);
+      // A CTA's state is in its slot 0 unless the tile is its span's last piece.
+      const auto slot = [&](int c) { return c == piece.first_cta ? piece.first_slot : 0; };
+      evo::store_tile_partial<HEAD_DIM / 2, kConsumerThreads>(
+          partials.o + (2 * cta + slot(cta)) * kTilePartialFloats, acc, row_max, row_sum, tid);
+      if (!evo::last_cta_arrives<kConsumerThreads>(partials.arrivals + piece.tail_tile,
+                                                   piece.parts, tid, kArrivalBarrier)) {
+        continue;
+      }
+      for (int other = piece.first_cta; other < piece.first_cta + piece.parts; ++other) {
+        if (other == cta) continue;
+        evo::merge_tile_partial<HEAD_DIM / 2, kConsumerThreads, FAST_EXP>(
+            partials.o + (2 * other + slot(other)) * kTilePartialFloats, acc,
+            row_max, row_sum, kSoftmaxScale, tid);
+      }
     }
 
     // Epilogue: normalize each thread's pairs and store them.

@@ -219,23 +219,30 @@ __device__ __forceinline__ bool split_barrier_or(int id, bool predicate) {
   return any != 0;
 }
 
-// The last-CTA protocol: each of a work item's Splits CTAs calls this with all its Threads
+// The last-CTA protocol: each of a work item's `arrivals` CTAs calls this with all its Threads
 // computing threads (tid in [0, Threads)) once its partials are written; it returns true in the
-// CTA that arrived last, whose threads may then read every split's partials (ld.global.cg) and
-// combine them. `counter` (int, zero before the first split arrives) counts the arrivals and is
-// zero again when this returns true, so that a counter zeroed once serves every later call.
-template <int Threads, int Splits>
-__device__ __forceinline__ bool last_split_arrives(int* counter, int tid, int barrier_id) {
+// CTA that arrived last, whose threads may then read every other CTA's partials (ld.global.cg)
+// and combine them. `counter` (int, zero before the first CTA arrives) counts the arrivals and
+// is zero again when this returns true, so that a counter zeroed once serves every later call.
+template <int Threads>
+__device__ __forceinline__ bool last_cta_arrives(int* counter, int arrivals, int tid,
+                                                 int barrier_id) {
   __threadfence();  // this thread's partials are visible device-wide before the count moves
   split_barrier<Threads>(barrier_id);
   bool last = false;
-  if (tid == 0) last = atomicAdd(counter, 1) == Splits - 1;
+  if (tid == 0) last = atomicAdd(counter, 1) == arrivals - 1;
   last = split_barrier_or<Threads>(barrier_id, last);
   if (last) {
-    __threadfence();  // the other splits' partials, published before their arrivals, are seen
+    __threadfence();  // the other CTAs' partials, published before their arrivals, are seen
     if (tid == 0) atomicExch(counter, 0);
   }
   return last;
+}
+
+// last_cta_arrives for the Splits CTAs of a split-KV work item.
+template <int Threads, int Splits>
+__device__ __forceinline__ bool last_split_arrives(int* counter, int tid, int barrier_id) {
+  return last_cta_arrives<Threads>(counter, Splits, tid, barrier_id);
 }
 
 }  // namespace evo
