@@ -383,6 +383,9 @@ __device__ __forceinline__ bool read_piece_loop(unsigned at, Piece& piece) {
   piece.kv = evo::SplitRange{static_cast<int>(v[2]), static_cast<int>(v[3])};
   return piece.kv.count >= 0;
 }
+__device__ __forceinline__ int read_piece_first(unsigned at) {
+  return static_cast<int>(evo::ld_shared_b32(at + 8));
+}
 __device__ __forceinline__ void read_piece_sharing(unsigned at, Piece& piece) {
   unsigned v[4];
   evo::ld_shared_v4(v, at + 16);
@@ -522,11 +525,11 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     } else if (!walk.next(piece)) {
       break;
     }
-    const int bh = piece.bh;
-    const int m_tile = piece.m_tile;
+    int bh = piece.bh;
+    int m_tile = piece.m_tile;
     const int split = piece.split;
     const int item = piece.item;
-    const int m_start = m_tile * kBlockM;
+    int m_start = m_tile * kBlockM;
     const int tile_row = wg_row0 + warp * 16 + group;  // the thread's rows: this and + 8
     const evo::SplitRange kv = piece.kv;
     const int num_kv_tiles = kv.count;
@@ -553,7 +556,10 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     // Masks tile j's scores where it passes S_kv or, causal, the warpgroup's first row, and runs
     // the online softmax on them.
     const auto softmax = [&](int j, float(&alpha)[2]) {
-      const int n_start = (kv.first + j) * BLOCK_N;
+      // STREAM_K reads the piece's first KV tile again rather than keep a register for it
+      // through the loop (D = 128 at BLOCK_N = 160 spilled).
+      const int n_start = ((STREAM_K ? read_piece_first(smem.piece(piece_round)) : kv.first) + j) *
+                          BLOCK_N;
       if (PACK_GQA) {
         // A packed tile's rows are not consecutive positions: each of the thread's two rows has
         // its own diagonal.
@@ -693,7 +699,14 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       continue;
     }
 
-    if (STREAM_K) read_piece_sharing(smem.piece(piece_round), piece);
+    if (STREAM_K) {
+      // Read again for the epilogue, not kept in registers through the loop.
+      read_piece_loop(smem.piece(piece_round), piece);
+      read_piece_sharing(smem.piece(piece_round), piece);
+      bh = piece.bh;
+      m_tile = piece.m_tile;
+      m_start = m_tile * kBlockM;
+    }
     if (STREAM_K && piece.parts > 1) {
       // A tail tile shared with other CTAs: leave this CTA's state; the last to arrive merges
       // the others' into its own and goes on to store O.

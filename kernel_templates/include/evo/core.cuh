@@ -65,6 +65,12 @@ __device__ __forceinline__ void st_shared_v4(unsigned addr, const unsigned (&v)[
                : "memory");
 }
 
+__device__ __forceinline__ unsigned ld_shared_b32(unsigned addr) {
+  unsigned v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ void ld_shared_v4(unsigned (&v)[4], unsigned addr) {
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
