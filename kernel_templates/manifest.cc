@@ -13,6 +13,18 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Why a device figure is an unknown name where it was used: it is bound at launch only.
+std::string LaunchBindingHint(std::string_view name) {
+  const auto among = [name](const auto& names) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  if (!among(kLaunchBindings)) return "";
+  return " (" + std::string(name) + " is the device's, known at launch only: " +
+         (among(kScratchBindings) ? "grids and scratch shapes may use it"
+                                  : "only grids may use it") +
+         ")";
+}
+
 // Reads one manifest, carrying the origin and the path of the field being read for messages.
 class ManifestReader {
  public:
@@ -135,7 +147,9 @@ class ManifestReader {
     try {
       Expression expr = Expression::Parse(text);
       for (const std::string& name : expr.Identifiers()) {
-        if (!scope.contains(name)) Fail(field, "unknown name '" + name + "' in '" + text + "'");
+        if (!scope.contains(name)) {
+          Fail(field, "unknown name '" + name + "' in '" + text + "'" + LaunchBindingHint(name));
+        }
       }
       return expr;
     } catch (const Error& error) {
@@ -255,7 +269,8 @@ std::vector<ProblemParamSpec> ReadProblem(const ManifestReader& reader, const Js
 // Where a kernel is read: the names its expressions may use, and what it may have.
 struct KernelScopes {
   const std::set<std::string, std::less<>>& scope;
-  const std::set<std::string, std::less<>>& launch_scope;
+  const std::set<std::string, std::less<>>& launch_scope;   // grids
+  const std::set<std::string, std::less<>>& scratch_scope;  // scratch shapes
   const std::set<std::string, std::less<>>& signature_scope;
   bool candidate;  // a candidate's kernel (scratch and `when` allowed), or the reference
 };
@@ -396,11 +411,13 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& object, const st
       if (!kScratchTypes.contains(arg.dtype)) {
         reader.Fail(field, "unknown scratch dtype " + arg.dtype + " (f16, bf16, f32 or i32)");
       }
+      // Unlike other tensors, scratch may be sized by the device (a row per CTA of a persistent
+      // grid): nothing outside the call sees it, so only its allocation needs the figure.
       const Json& shape = reader.Array(args[i], field, "shape");
       if (shape.empty()) reader.Fail(field + ".shape", "expected at least one dimension");
       for (size_t d = 0; d < shape.size(); ++d) {
-        arg.shape.push_back(
-            reader.Expr(shape[d], field + ".shape[" + std::to_string(d) + "]", scope));
+        arg.shape.push_back(reader.Expr(shape[d], field + ".shape[" + std::to_string(d) + "]",
+                                        scopes.scratch_scope));
       }
       if (args[i].contains("zero")) {
         const std::string zero = reader.String(args[i], field, "zero");
@@ -449,6 +466,17 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& object, const st
           (!arg.when || tensor.when->text() != arg.when->text())) {
         reader.Fail(field, "'" + tensor.name + "' exists only where " + tensor.when->text() +
                                "; give the map the same \"when\"");
+      }
+      // The compile gate checks a map's layout before any device is involved.
+      for (const Expression& dim : tensor.shape) {
+        for (const std::string& name : dim.Identifiers()) {
+          if (std::find(kScratchBindings.begin(), kScratchBindings.end(), name) !=
+              kScratchBindings.end()) {
+            reader.Fail(field, "'" + tensor.name + "' is sized by " + name +
+                                   ", known at launch only; a tensor map's layout is checked "
+                                   "before any device is involved");
+          }
+        }
       }
       if (tensor.shape.size() != arg.map->box.size()) {
         reader.Fail(key + ".args[" + std::to_string(i) + "].box",
@@ -702,8 +730,10 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   for (const ProblemParamSpec& param : manifest.problem) {
     if (param.compile_time()) signature_scope.insert(param.name);
   }
-  ReadCandidateKernels(reader, root, {scope, launch_scope, signature_scope, true}, read_source,
-                       manifest);
+  std::set<std::string, std::less<>> scratch_scope = scope;
+  for (std::string_view name : kScratchBindings) scratch_scope.insert(std::string(name));
+  ReadCandidateKernels(reader, root, {scope, launch_scope, scratch_scope, signature_scope, true},
+                       read_source, manifest);
   // The reference is specialized on the problem only, never on knobs.
   std::set<std::string, std::less<>> reference_scope = problem_scope;
   for (std::string_view name : kArchBindings) reference_scope.insert(std::string(name));
@@ -711,7 +741,8 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   for (std::string_view name : kLaunchBindings) reference_launch_scope.insert(std::string(name));
   manifest.reference =
       ReadKernel(reader, reader.Member(root, "manifest", "reference"), "reference",
-                 {reference_scope, reference_launch_scope, signature_scope, false}, read_source);
+                 {reference_scope, reference_launch_scope, reference_scope, signature_scope, false},
+                 read_source);
   // An argument's dtype macro must not redefine a knob or problem define, nor stand for two
   // arguments (alternatives of one name share theirs). The candidate's kernels are one source,
   // so their macros are checked together.

@@ -198,8 +198,14 @@ struct Manifest {
 // Bound from the target arch before compiling:
 inline constexpr std::array<std::string_view, 4> kArchBindings = {
     "SM", "MAX_SMEM_PER_BLOCK", "MAX_THREADS_PER_BLOCK", "REGS_PER_BLOCK"};
-// Bound from the device at launch time only (grid, block and dynamic shared memory):
+// Bound from the device at launch time only: the multiprocessor count and the occupancy of the
+// kernel being launched. Grids may use both; block size and shared memory may not (the compile
+// gate checks them before any device is involved).
 inline constexpr std::array<std::string_view, 2> kLaunchBindings = {"NUM_SMS", "CTAS_PER_SM"};
+// The launch bindings a scratch shape may use, bound to the figure the grid sees: a persistent
+// kernel keeps per-CTA partial results in scratch of NUM_SMS rows. CTAS_PER_SM is not among
+// them: it is one kernel's occupancy, and scratch is shared by name by every kernel of a call.
+inline constexpr std::array<std::string_view, 1> kScratchBindings = {"NUM_SMS"};
 
 // Reads a manifest's JSON text; `read_source` returns the text of a file of the template's
 // folder. Every expression is parsed and every name it uses checked here, so a broken manifest

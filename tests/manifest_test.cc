@@ -304,6 +304,84 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
   }
 }
 
+TEST_CASE(
+    "a scratch shape may use the device's NUM_SMS; other shapes, values and the occupancy may not",
+    "[manifest]") {
+  // A persistent kernel's per-CTA partial results, in the scratch both kernels of the call share.
+  const Json partials = {
+      {"name", "Partials"},
+      {"kind", "scratch"},
+      {"dtype", "f32"},
+      {"shape", {"PERSISTENT ? 2 * NUM_SMS * BLOCK_M : 1", "PERSISTENT ? D + 8 : 1"}},
+      {"zero", "never"}};
+  Json json = SdpaKernelsJson();
+  REQUIRE(json["kernels"].size() == 2);
+  for (Json& kernel : json["kernels"]) kernel["args"].push_back(partials);
+  const std::string scratch_field =
+      "kernels[0].args[" + std::to_string(json["kernels"][0]["args"].size() - 1) + "]";
+
+  SECTION("accepted in the scratch of every kernel that shares it") {
+    const Manifest manifest = Parse(json);
+    for (const KernelSpec& kernel : manifest.kernels) {
+      const KernelArgSpec& arg = kernel.args.back();
+      CHECK(arg.name == "Partials");
+      CHECK(arg.kind == KernelArgSpec::Kind::kScratch);
+      REQUIRE(arg.shape.size() == 2);
+      CHECK(arg.shape[0].text() == "PERSISTENT ? 2 * NUM_SMS * BLOCK_M : 1");
+      CHECK(arg.shape[1].text() == "PERSISTENT ? D + 8 : 1");
+    }
+  }
+  const std::string known_at_launch =
+      " (NUM_SMS is the device's, known at launch only: grids and scratch shapes may use it)";
+  struct Case {
+    const char* what;
+    std::function<void(Json&)> breakage;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"in an output's shape", [](Json& j) { j["kernels"][0]["args"][3]["shape"][2] = "NUM_SMS"; },
+       "kernels[0].args[3].shape[2]: unknown name 'NUM_SMS' in 'NUM_SMS'" + known_at_launch},
+      {"in an input's shape",
+       [](Json& j) { j["kernels"][0]["args"][0]["shape"][0] = "min(B, NUM_SMS)"; },
+       "kernels[0].args[0].shape[0]: unknown name 'NUM_SMS' in 'min(B, NUM_SMS)'" +
+           known_at_launch},
+      {"in a scalar's value", [](Json& j) { j["kernels"][0]["args"][4]["value"] = "NUM_SMS"; },
+       "kernels[0].args[4].value: unknown name 'NUM_SMS' in 'NUM_SMS'" + known_at_launch},
+      {"in shared memory", [](Json& j) { j["kernels"][0]["dynamic_smem"] = "NUM_SMS * 4"; },
+       "kernels[0].dynamic_smem: unknown name 'NUM_SMS' in 'NUM_SMS * 4'" + known_at_launch},
+      {"in a derived value", [](Json& j) { j["derived"][0]["expr"] = "NUM_SMS"; },
+       "derived[0].expr: unknown name 'NUM_SMS' in 'NUM_SMS'" + known_at_launch},
+      {"in a constraint", [](Json& j) { j["constraints"][0]["expr"] = "NUM_SMS > 0"; },
+       "constraints[0].expr: unknown name 'NUM_SMS' in 'NUM_SMS > 0'" + known_at_launch},
+      {"the occupancy in a scratch shape",
+       [](Json& j) { j["kernels"][0]["args"].back()["shape"][1] = "CTAS_PER_SM"; },
+       scratch_field + ".shape[1]: unknown name 'CTAS_PER_SM' in 'CTAS_PER_SM' (CTAS_PER_SM is the "
+                       "device's, known at launch only: only grids may use it)"},
+      {"a misspelt name in a scratch shape",
+       [](Json& j) { j["kernels"][0]["args"].back()["shape"][0] = "2 * NUM_SM"; },
+       scratch_field + ".shape[0]: unknown name 'NUM_SM' in '2 * NUM_SM'"},
+      {"a scratch shape that differs from the other kernel's",
+       [](Json& j) { j["kernels"][1]["args"].back()["shape"][0] = "2 * NUM_SMS * BLOCK_M"; },
+       "'Partials' differs from the argument of that name in kernels[0] (kind, dtype, shape and "
+       "zeroing must agree: it is the same memory)"},
+      {"a tensor map of scratch sized by the device",
+       [](Json& j) {
+         j["kernels"][0]["args"].push_back({{"name", "Partials_map"},
+                                            {"kind", "tensor_map"},
+                                            {"tensor", "Partials"},
+                                            {"box", {"8", "64"}}});
+       },
+       ".tensor: 'Partials' is sized by NUM_SMS, known at launch only; a tensor map's layout is "
+       "checked before any device is involved"},
+  };
+  for (const Case& c : cases) {
+    SECTION(c.what) {
+      c.breakage(json);
+      REQUIRE_THROWS_WITH(Parse(json), Catch::EndsWith(c.message));
+    }
+  }
+}
+
 TEST_CASE("a call of several kernels parses with its kernels, their conditions and scratch",
           "[manifest]") {
   Json json = SdpaKernelsJson();
