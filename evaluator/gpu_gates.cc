@@ -171,7 +171,7 @@ struct GpuGates::Call {
 
   Call(const Module& module, const Manifest& manifest, const Bindings& bindings, int sm_count) {
     const std::vector<const KernelSpec*> launched = LaunchedKernels(manifest, bindings);
-    args = std::make_unique<KernelArguments>(launched, bindings);
+    args = std::make_unique<KernelArguments>(launched, bindings, sm_count);
     for (const KernelSpec* kernel : launched) {
       functions.push_back(module.Function(kernel->entry));
       shapes.push_back(ResolveLaunch(*kernel, bindings, functions.back(), sm_count));
@@ -209,7 +209,7 @@ void GpuGates::HealthCheck(const KernelTemplate& kernel_template) {
   const Module module(compiled.cubin);
   const CUfunction function = module.Function(manifest.reference.entry);
   const Bindings bindings = CompileBindings(manifest, DefaultGenome(manifest), problem, arch);
-  KernelArguments args(manifest.reference, bindings);
+  KernelArguments args(manifest.reference, bindings, device_.sm_count);
   const auto inputs = args.Inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
     state.kernels.FillInput(*inputs[i], i, state.stream);
@@ -259,7 +259,7 @@ class GpuGates::Reference {
     }
     const Bindings bindings =
         CompileBindings(manifest, DefaultGenome(manifest), check_problem, arch);
-    KernelArguments reference_args(manifest.reference, bindings, &args);
+    KernelArguments reference_args(manifest.reference, bindings, gates_.device_.sm_count, &args);
     for (DeviceTensor* output : reference_args.Outputs()) {
       state.kernels.PoisonWithNaN(output->data(), output->dtype, output->elements, state.stream);
     }
@@ -303,7 +303,7 @@ ReferenceTiming GpuGates::PrepareReference(const KernelTemplate& kernel_template
   for (size_t p = 0; p < problems.size(); ++p) {
     const Bindings bindings = CompileBindings(manifest, DefaultGenome(manifest), problems[p], arch);
     // The inputs of a call, for the reference to read; no candidate runs.
-    const KernelArguments args(LaunchedKernels(manifest, bindings), bindings);
+    const KernelArguments args(LaunchedKernels(manifest, bindings), bindings, device_.sm_count);
     for (int seed = 0; seed < manifest.correctness.seeds; ++seed) {
       FillInputs(state.kernels, manifest, bindings, args, p, seed, state.stream);
       const double ms = reference.Outputs(args, problems[p], p, seed).ms;

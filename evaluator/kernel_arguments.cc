@@ -60,6 +60,26 @@ void EncodeTensorMap(const TensorMapDescription& map, CUdeviceptr address, CUten
             ("cuTensorMapEncodeTiled(" + map.name + ")").c_str());
 }
 
+std::vector<int64_t> TensorShape(const KernelArgSpec& arg, const Bindings& bindings, int sm_count) {
+  std::vector<int64_t> shape;
+  if (arg.kind != KernelArgSpec::Kind::kScratch) {
+    for (const Expression& dim : arg.shape) shape.push_back(dim.Evaluate(bindings));
+    return shape;
+  }
+  Bindings device = bindings;
+  if (sm_count > 0) device["NUM_SMS"] = sm_count;
+  for (const Expression& dim : arg.shape) {
+    // Without a device, an extent that reads the count (in the branch its knobs take) is refused
+    // by name rather than guessed.
+    if (sm_count < 1 && Expression::Parse(dim.Fold(bindings)).Identifiers().contains("NUM_SMS")) {
+      throw Error("scratch " + arg.name + " is sized by NUM_SMS ('" + dim.text() +
+                  "'), and no device's multiprocessor count was given");
+    }
+    shape.push_back(dim.Evaluate(device));
+  }
+  return shape;
+}
+
 std::vector<const KernelSpec*> LaunchedKernels(const Manifest& manifest, const Bindings& bindings) {
   std::vector<const KernelSpec*> launched;
   for (const KernelSpec& kernel : manifest.kernels) {
@@ -89,7 +109,7 @@ void StoreScalar(const KernelArgSpec& arg, int64_t value, uint64_t* slot) {
 }  // namespace
 
 KernelArguments::KernelArguments(const std::vector<const KernelSpec*>& kernels,
-                                 const Bindings& bindings,
+                                 const Bindings& bindings, int sm_count,
                                  const KernelArguments* share_inputs_with) {
   if (kernels.empty()) throw Error("a call launches at least one kernel");
   // Tensor maps are encoded once every tensor exists, whatever the order of the arguments.
@@ -123,7 +143,7 @@ KernelArguments::KernelArguments(const std::vector<const KernelSpec*>& kernels,
         continue;
       }
       int64_t elements = 1;
-      for (const Expression& dim : arg.shape) elements *= dim.Evaluate(bindings);
+      for (int64_t extent : TensorShape(arg, bindings, sm_count)) elements *= extent;
       // The same memory in every kernel of the call: an earlier kernel may have it already.
       size_t index = tensors_.size();
       for (size_t t = 0; t < tensors_.size(); ++t) {

@@ -37,6 +37,12 @@ struct DeviceTensor {
   DeviceSpan guard(GuardSide side) const;
 };
 
+// The extents of tensor `arg` (outermost first) for these bindings (knobs, problem, arch) on a
+// device of `sm_count` multiprocessors: a scratch shape may use NUM_SMS, bound here to
+// `sm_count`, the figure ResolveLaunch gives the grid. Throws evo::Error where an extent cannot
+// be evaluated, or needs NUM_SMS and `sm_count` is not positive (no device to ask).
+std::vector<int64_t> TensorShape(const KernelArgSpec& arg, const Bindings& bindings, int sm_count);
+
 // The kernels of a candidate's call for these bindings (knobs and problem), in launch order: the
 // first always, the others where their `when` holds.
 std::vector<const KernelSpec*> LaunchedKernels(const Manifest& manifest, const Bindings& bindings);
@@ -45,16 +51,18 @@ std::vector<const KernelSpec*> LaunchedKernels(const Manifest& manifest, const B
 // cuLaunchKernel: a tensor (input, output or scratch) of one name is one allocation that every
 // kernel of the call gets; scalars and tensor maps belong to their kernel. Inputs can be shared
 // with another call's arguments by name, so the candidate and its reference read the very same
-// bytes.
+// bytes. Tensors are sized by TensorShape on a device of `sm_count` multiprocessors (the one
+// the call is launched on).
 class KernelArguments {
  public:
   // `kernels` are launched in this order; `share_inputs_with` must hold every input they read.
   KernelArguments(const std::vector<const KernelSpec*>& kernels, const Bindings& bindings,
-                  const KernelArguments* share_inputs_with = nullptr);
+                  int sm_count, const KernelArguments* share_inputs_with = nullptr);
   // A call of one kernel (the reference).
-  KernelArguments(const KernelSpec& spec, const Bindings& bindings,
+  KernelArguments(const KernelSpec& spec, const Bindings& bindings, int sm_count,
                   const KernelArguments* share_inputs_with = nullptr)
-      : KernelArguments(std::vector<const KernelSpec*>{&spec}, bindings, share_inputs_with) {}
+      : KernelArguments(std::vector<const KernelSpec*>{&spec}, bindings, sm_count,
+                        share_inputs_with) {}
   KernelArguments(const KernelArguments&) = delete;
   KernelArguments& operator=(const KernelArguments&) = delete;
 

@@ -241,7 +241,7 @@ TEST_CASE("the shared attention reference follows its dtypes, scales, layout and
       const CUfunction function = module.Function(manifest.reference.entry);
       const Bindings bindings =
           CompileBindings(manifest, DefaultGenome(manifest), problem, device.arch_info());
-      KernelArguments args(manifest.reference, bindings);
+      KernelArguments args(manifest.reference, bindings, device.sm_count);
       const std::vector<float> q = UploadRandom(args.Tensor("Q"), rng, 0, 0, false);
       const std::vector<float> k = UploadRandom(args.Tensor("K"), rng, 0, 0, false);
       const std::vector<float> v = UploadRandom(args.Tensor("V"), rng, 0, 0, false);

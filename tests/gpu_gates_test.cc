@@ -56,7 +56,7 @@ TEST_CASE("the FP32 reference kernel agrees with float64 attention", "[gpu]") {
         const CUfunction function = module.Function(manifest.reference.entry);
         const Bindings bindings =
             CompileBindings(manifest, DefaultGenome(manifest), problem, device.arch_info());
-        KernelArguments args(manifest.reference, bindings);
+        KernelArguments args(manifest.reference, bindings, device.sm_count);
         std::vector<std::vector<float>> inputs;
         uint64_t seed = 7;
         for (DeviceTensor* input : args.Inputs()) {

@@ -300,7 +300,7 @@ TEST_CASE("the rmsnorm reference kernel agrees with float64 RMSNorm", "[gpu]") {
       const CUfunction function = module.Function(manifest.reference.entry);
       const Bindings bindings =
           CompileBindings(manifest, DefaultGenome(manifest), problem, device.arch_info());
-      KernelArguments args(manifest.reference, bindings);
+      KernelArguments args(manifest.reference, bindings, device.sm_count);
       uint64_t seed = 11;
       for (DeviceTensor* input : args.Inputs()) {
         kernels.FillNormal(input->data(), input->dtype, input->elements, ++seed, stream);
