@@ -61,6 +61,45 @@ void AddDbOption(CLI::App& app, ShowOptions& options) {
   app.add_flag("--json", options.json, "print JSON");
 }
 
+// What the device's figures that an export leaves in its expressions stand for.
+constexpr const char* kNumSmsDoc = "the device's multiprocessor count";
+constexpr const char* kCtasPerSmDoc =
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor of the entry with block and dynamic_smem_bytes";
+
+// A tensor's shape and bytes for these bindings. A scratch shape sized by the device (NUM_SMS)
+// keeps it, as a grid does: its extents that need it, and its bytes, are expressions, and
+// "shape_bindings" says what NUM_SMS stands for.
+void TensorToJson(const KernelArgSpec& arg, const Bindings& bindings, Json& param) {
+  param["shape"] = Json::array();
+  std::string product;
+  bool needs_device = false;
+  int64_t elements = 1;
+  for (const Expression& dim : arg.shape) {
+    product += "(" + dim.text() + ") * ";
+    if (arg.kind != KernelArgSpec::Kind::kScratch) {
+      const int64_t extent = dim.Evaluate(bindings);
+      param["shape"].push_back(extent);
+      elements *= extent;
+      continue;
+    }
+    try {
+      const int64_t extent = dim.Evaluate(bindings);
+      param["shape"].push_back(extent);
+      elements *= extent;
+    } catch (const Error&) {
+      param["shape"].push_back(dim.Fold(bindings));  // throws unless NUM_SMS is what is missing
+      needs_device = true;
+    }
+  }
+  const int64_t element_bytes = DtypeBytes(arg.dtype);
+  if (!needs_device) {
+    param["bytes"] = elements * element_bytes;
+    return;
+  }
+  param["bytes"] = Expression::Parse(product + std::to_string(element_bytes)).Fold(bindings);
+  param["shape_bindings"] = {{"NUM_SMS", kNumSmsDoc}};
+}
+
 // How to launch one kernel of a call for these bindings: its entry, arguments (tensors with
 // their shapes and bytes, scalars with their values, tensor maps described completely), grid,
 // block, shared memory and ptxas figures.
@@ -79,14 +118,7 @@ Json LaunchToJson(const KernelSpec& kernel, const Bindings& bindings,
       param["value"] = arg.value->Evaluate(bindings);
     } else {
       param["kind"] = KernelArgSpec::KindName(arg.kind);
-      param["shape"] = Json::array();
-      int64_t elements = 1;
-      for (const Expression& dim : arg.shape) {
-        const int64_t extent = dim.Evaluate(bindings);
-        param["shape"].push_back(extent);
-        elements *= extent;
-      }
-      param["bytes"] = elements * DtypeBytes(arg.dtype);
+      TensorToJson(arg, bindings, param);
       if (arg.kind == KernelArgSpec::Kind::kScratch) param["zero"] = ScratchZeroName(arg.zero);
     }
     params.push_back(param);
@@ -116,10 +148,7 @@ Json LaunchToJson(const KernelSpec& kernel, const Bindings& bindings,
                   dynamic_smem + (resources != nullptr ? resources->smem_static : 0) > 48 * 1024},
                  {"resources", resources != nullptr ? KernelResourcesToJson(*resources) : Json()}};
   if (grid_needs_device) {
-    launch["grid_bindings"] = {{"NUM_SMS", "the device's multiprocessor count"},
-                               {"CTAS_PER_SM",
-                                "cuOccupancyMaxActiveBlocksPerMultiprocessor of the entry with "
-                                "block and dynamic_smem_bytes"}};
+    launch["grid_bindings"] = {{"NUM_SMS", kNumSmsDoc}, {"CTAS_PER_SM", kCtasPerSmDoc}};
   }
   return launch;
 }
@@ -290,6 +319,9 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
                            {"shape", param["shape"]},
                            {"bytes", param["bytes"]},
                            {"zero", param["zero"]}});
+        if (param.contains("shape_bindings")) {
+          scratch.back()["shape_bindings"] = param["shape_bindings"];
+        }
         if (param["zero"] == "each_call") call.push_back({{"memset", param["name"]}});
       }
     }

@@ -7,10 +7,11 @@ cuTensorMapEncodeTiled from the tensors they describe, and the launch on PyTorch
 An export whose call is several kernels (launch.json's "kernels", run in the order of its
 "call") is launched the same way: each kernel with its own grid, block and shared memory, one
 after the other on the current stream. Its scratch tensors ("scratch") are allocated by bind on
-the tensors' device, once per bind: zeroed where the export says "once" (the kernels leave them
-zero again) or "each_call" (launch() then zeroes them with cuMemsetD8Async before the kernels,
-as part of the call), left as allocated where it says "never". The caller passes only the
-inputs and outputs.
+the tensors' device, once per bind, with NUM_SMS in a shape (see its "shape_bindings") bound to
+the device's multiprocessor count as in the grid: zeroed where the export says "once" (the
+kernels leave them zero again) or "each_call" (launch() then zeroes them with cuMemsetD8Async
+before the kernels, as part of the call), left as allocated where it says "never". The caller
+passes only the inputs and outputs.
 
     from evo_launch import ExportedKernel
     kernel = ExportedKernel("runs/bench/4x16x4096x128")
@@ -73,10 +74,21 @@ def _evaluate(expr, bindings):
                     {"min": min, "max": max, "ceil_div": ceil_div, **bindings}))
 
 
+def _num_sms():
+    """The multiprocessor count of the current context's device."""
+    cuda = _cuda()
+    device = ctypes.c_int()
+    _check(cuda.cuCtxGetDevice(ctypes.byref(device)), "cuCtxGetDevice")
+    num_sms = ctypes.c_int()
+    _check(cuda.cuDeviceGetAttribute(ctypes.byref(num_sms), _DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                     device), "cuDeviceGetAttribute")
+    return num_sms.value
+
+
 class _Kernel:
     """One entry of the cubin, ready to launch: its function, shared memory opt-in and grid."""
 
-    def __init__(self, module, spec, folder):
+    def __init__(self, module, spec, folder, num_sms):
         cuda = _cuda()
         self.spec = spec
         self.function = ctypes.c_void_p()
@@ -90,12 +102,6 @@ class _Kernel:
                                            ctypes.c_int(self.smem)),
                    f"cuFuncSetAttribute of {spec['entry']}")
         self.block = tuple(spec["block"])
-        device = ctypes.c_int()
-        _check(cuda.cuCtxGetDevice(ctypes.byref(device)), "cuCtxGetDevice")
-        num_sms = ctypes.c_int()
-        _check(cuda.cuDeviceGetAttribute(ctypes.byref(num_sms),
-                                         _DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
-               "cuDeviceGetAttribute")
         ctas_per_sm = ctypes.c_int(0)
         if any(isinstance(dim, str) for dim in spec["grid"]):
             _check(cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -104,7 +110,7 @@ class _Kernel:
                 ctypes.c_size_t(self.smem)), "cuOccupancyMaxActiveBlocksPerMultiprocessor")
             if ctas_per_sm.value < 1:
                 raise RuntimeError(f"{folder}: {spec['entry']} does not fit on an SM")
-        bindings = {"NUM_SMS": num_sms.value, "CTAS_PER_SM": ctas_per_sm.value}
+        bindings = {"NUM_SMS": num_sms, "CTAS_PER_SM": ctas_per_sm.value}
         self.grid = tuple(_evaluate(dim, bindings) for dim in spec["grid"])
 
 
@@ -119,8 +125,14 @@ class ExportedKernel:
         _check(_cuda().cuModuleLoadData(ctypes.byref(self._module), image), "cuModuleLoadData")
         # An export of one kernel (before "kernels" existed) is a call of its top-level launch.
         specs = self.launch_json.get("kernels") or [self.launch_json]
-        self._kernels = {spec["entry"]: _Kernel(self._module, spec, folder) for spec in specs}
-        self._scratch = self.launch_json.get("scratch", [])
+        num_sms = _num_sms()
+        self._kernels = {spec["entry"]: _Kernel(self._module, spec, folder, num_sms)
+                         for spec in specs}
+        # Scratch shapes, evaluated for this device where they are sized by it.
+        self._scratch = [dict(spec, shape=[_evaluate(dim, {"NUM_SMS": num_sms})
+                                           for dim in spec["shape"]])
+                         for spec in self.launch_json.get("scratch", [])]
+        self._scratch_shapes = {spec["name"]: spec["shape"] for spec in self._scratch}
         self._call = self.launch_json.get("call") or [{"launch": spec["entry"]} for spec in specs]
         main = self._kernels[specs[0]["entry"]]
         # The first kernel's launch, as single-kernel exports always offered it.
@@ -170,9 +182,10 @@ class ExportedKernel:
                                      f" wants {list(reversed(param['dims']))}")
                 values.append(self._encode(param, tensor))
             else:
-                if list(tensor.shape) != param["shape"]:
+                want_shape = self._scratch_shapes[name] if kind == "scratch" else param["shape"]
+                if list(tensor.shape) != want_shape:
                     raise ValueError(f"{name} is {list(tensor.shape)}, the export wants "
-                                     f"{param['shape']}")
+                                     f"{want_shape}")
                 values.append(ctypes.c_void_p(tensor.data_ptr()))
         return values
 

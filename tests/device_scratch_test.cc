@@ -1,6 +1,7 @@
 // Scratch sized by the device (the template of tests/data/sm_scratch): a persistent first kernel
 // of at most NUM_SMS CTAs writes a row of Partial per CTA, which the second kernel reads. The
-// gates size it with the SM count the grid sees, in every kernel that shares it.
+// gates size it with the SM count the grid sees, in every kernel that shares it; `evo export`
+// leaves NUM_SMS in its shape for the launch to bind.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "evaluator/nvrtc_compiler.h"
 #include "kernel_templates/configuration.h"
 #include "kernel_templates/template_library.h"
+#include "population/store.h"
 #include "tests/test_support.h"
 
 namespace evo {
@@ -69,6 +71,92 @@ TEST_CASE(
   output.shape = {Expression::Parse("NUM_SMS")};
   CHECK_THROWS_WITH(TensorShape(output, persistent, 132),
                     Catch::Contains("unknown name 'NUM_SMS'"));
+}
+
+// A run of sm_scratch in a new database under `dir` with one pending candidate of these
+// settings; returns the candidate's id.
+int64_t StoreCandidate(const std::filesystem::path& db, const KernelTemplate& sm_scratch,
+                       const char* settings) {
+  PopulationStore store(db, PopulationStore::Access::kReadWrite);
+  RunSpec spec;
+  spec.template_name = "sm_scratch";
+  spec.template_hash = sm_scratch.source_hash;
+  spec.problem = CompleteProblem(sm_scratch.manifest, {{"N", 36000}});
+  spec.arch = "sm_90";
+  spec.device = "NVIDIA H100 80GB HBM3";
+  spec.evaluator = "gpu";
+  spec.budget = 2;
+  const int64_t run = store.CreateRun(spec);
+  Proposal proposal;
+  proposal.genome = test::GenomeFromSettings(sm_scratch.manifest, settings);
+  proposal.operator_name = "default";
+  return store.AddPending(run, 0, {{"config", proposal}}).at(0);
+}
+
+// launch.json of `evo export` for the candidate of these settings.
+Json ExportedLaunch(const test::TempDir& dir, const char* settings) {
+  const TemplateLibrary library = TemplateLibrary::Load({kSmScratch});
+  const auto db = dir.path() / (std::string(settings) + ".db");
+  const int64_t candidate = StoreCandidate(db, library.Find("sm_scratch"), settings);
+  const auto out = dir.path() / settings;
+  const auto exported = test::RunEvo(
+      {"export", std::to_string(candidate), "--out", out.string(), "--db", db.string(),
+       "--cache-dir", (dir.path() / "cache").string(), "--templates", kSmScratch.string()},
+      dir.path());
+  INFO(exported.err);
+  REQUIRE(exported.exit_code == 0);
+  return Json::parse(ReadFile(out / "launch.json"));
+}
+
+int64_t EvaluateWith(const Json& expression, int64_t num_sms) {
+  return Expression::Parse(expression.get<std::string>()).Evaluate({{"NUM_SMS", num_sms}});
+}
+
+TEST_CASE(
+    "evo export of scratch sized by the device leaves NUM_SMS in its shape and bytes, bound at "
+    "launch like the grid's",
+    "[cli][nvrtc]") {
+  test::TempDir dir;
+  const Json launch = ExportedLaunch(dir, "PERSISTENT=1");
+  const Json num_sms = {{"NUM_SMS", "the device's multiprocessor count"}};
+  REQUIRE(launch["scratch"].size() == 1);
+  const Json& partial = launch["scratch"][0];
+  CHECK(partial["name"] == "Partial");
+  CHECK(partial["zero"] == "never");
+  CHECK(partial["shape_bindings"] == num_sms);
+  REQUIRE(partial["shape"].size() == 2);
+  REQUIRE(partial["shape"][0].is_string());
+  CHECK(partial["shape"][1] == 2);
+  // The knob and the problem are folded in; the device's figure is left.
+  CHECK(partial["shape"][0].get<std::string>().find("141") != std::string::npos);
+  CHECK(EvaluateWith(partial["shape"][0], 7) == 8);
+  CHECK(EvaluateWith(partial["shape"][0], 132) == 133);
+  CHECK(EvaluateWith(partial["shape"][0], 200) == 142);
+  REQUIRE(partial["bytes"].is_string());
+  CHECK(EvaluateWith(partial["bytes"], 7) == 8 * 2 * 4);
+  CHECK(EvaluateWith(partial["bytes"], 132) == 133 * 2 * 4);
+  // Each kernel's parameter says the same, and the grid it sizes is left to the device too.
+  REQUIRE(launch["kernels"].size() == 2);
+  for (const Json& kernel : launch["kernels"]) {
+    INFO(kernel["entry"]);
+    REQUIRE(kernel["params"][1]["name"] == "Partial");
+    CHECK(kernel["params"][1]["shape"] == partial["shape"]);
+    CHECK(kernel["params"][1]["bytes"] == partial["bytes"]);
+    CHECK(kernel["params"][1]["shape_bindings"] == num_sms);
+    CHECK(kernel["params"][0]["shape"] == Json::array({36000}));
+    CHECK_FALSE(kernel["params"][0].contains("shape_bindings"));
+  }
+  CHECK(EvaluateWith(launch["kernels"][0]["grid"][0], 132) == 132);
+  CHECK(launch["kernels"][0]["grid_bindings"].contains("NUM_SMS"));
+  CHECK(launch["kernels"][1]["grid"] == Json::array({282, 1, 1}));
+
+  // Where the knob does not size it by the device, it is plain numbers.
+  const Json per_chunk = ExportedLaunch(dir, "PERSISTENT=0");
+  CHECK(per_chunk["scratch"] == Json::array({{{"name", "Partial"},
+                                              {"dtype", "f32"},
+                                              {"shape", Json::array({142, 2})},
+                                              {"bytes", 142 * 2 * 4},
+                                              {"zero", "never"}}}));
 }
 
 TEST_CASE(
