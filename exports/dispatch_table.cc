@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "common/error.h"
@@ -44,9 +45,10 @@ class Folder {
     return false;
   }
 
-  // An integer where nothing run-time remains, else the folded text. `launch` also allows the
-  // device's figures (grids only).
-  Json Fold(const Expression& expr, const std::string& field, bool launch = false) const {
+  // An integer where nothing run-time remains, else the folded text. `device` names the device's
+  // figures it may keep besides (kLaunchBindings for a grid, kScratchBindings for scratch).
+  Json Fold(const Expression& expr, const std::string& field,
+            std::span<const std::string_view> device = {}) const {
     const std::string text = expr.Fold(constants_);
     const Expression folded = Expression::Parse(text);
     // A folded guard such as "(1 || (GROUP > 1))" is constant too: && and || evaluate only the
@@ -58,8 +60,8 @@ class Folder {
     const std::set<std::string> names = folded.Identifiers();
     if (names.empty()) return folded.Evaluate({});  // throws the reason it cannot be evaluated
     for (const std::string& name : names) {
-      const bool device = launch && (name == "NUM_SMS" || name == "CTAS_PER_SM");
-      if (runtime_names_.count(name) == 0 && !device) {
+      const bool of_device = std::find(device.begin(), device.end(), name) != device.end();
+      if (runtime_names_.count(name) == 0 && !of_device) {
         throw Error(kernel_name_ + ": " + field + " '" + expr.text() + "' needs " + name +
                     ", which is known neither when the kernel is compiled nor from the call");
       }
@@ -111,11 +113,22 @@ Json ArgToJson(const KernelArgSpec& arg, const KernelSpec& kernel, const Folder&
   }
   param["dtype"] = arg.dtype;
   Json shape = Json::array();
-  for (const Expression& extent : arg.shape) shape.push_back(folder.Fold(extent, field));
-  param["shape"] = shape;
   if (arg.kind == KernelArgSpec::Kind::kScratch) {
+    // Scratch may be sized by the device it runs on, which the runtime binds as for the grid.
+    bool needs_device = false;
+    for (const Expression& extent : arg.shape) {
+      shape.push_back(folder.Fold(extent, field, kScratchBindings));
+      needs_device =
+          needs_device ||
+          (shape.back().is_string() &&
+           Expression::Parse(shape.back().get<std::string>()).Identifiers().contains("NUM_SMS"));
+    }
+    param["shape"] = shape;
     param["zero"] = ScratchZeroName(arg.zero);
+    if (needs_device) param["shape_bindings"] = {{"NUM_SMS", "the device's multiprocessor count"}};
   } else {
+    for (const Expression& extent : arg.shape) shape.push_back(folder.Fold(extent, field));
+    param["shape"] = shape;
     const auto role = kRoles.find(arg.name);
     if (role == kRoles.end()) {
       throw Error(field + " has no place in attention(q, k, v, ...): the export knows " +
@@ -241,6 +254,9 @@ Json KernelPlan(const KernelTemplate& kernel_template, const Genome& genome,
                              {"dtype", arg.dtype},
                              {"shape", param["shape"]},
                              {"zero", param["zero"]}});
+          if (param.contains("shape_bindings")) {
+            scratch.back()["shape_bindings"] = param["shape_bindings"];
+          }
           if (arg.zero == ScratchZero::kEachCall) memsets.push_back(arg.name);
         }
       }
@@ -249,7 +265,7 @@ Json KernelPlan(const KernelTemplate& kernel_template, const Genome& genome,
     const std::string field = kernel.entry;
     Json grid = Json::array();
     for (const Expression& extent : kernel.grid) {
-      grid.push_back(folder.Fold(extent, field + " grid", true));
+      grid.push_back(folder.Fold(extent, field + " grid", kLaunchBindings));
     }
     Json block = Json::array();
     for (const Expression& extent : kernel.block) {

@@ -21,7 +21,8 @@ inline constexpr const char* kRuntimeParams[] = {"B", "H", "H_kv", "S_q", "S_kv"
 // (grids, scalar values, tensor shapes, tensor-map boxes, scratch sizes) folded over what the
 // compile fixed (knobs, compile-time problem parameters such as D and CAUSAL, the arch's
 // limits and the derived values those determine), so that only B, H, H_kv, S_q, S_kv, the
-// derived values that follow them and the device's NUM_SMS / CTAS_PER_SM remain. Also the
+// derived values that follow them and the device's NUM_SMS / CTAS_PER_SM remain (in grids; NUM_SMS
+// also in scratch shapes, which then carry "shape_bindings" saying what it is). Also the
 // kernel's compile-time key (D, causal, the dtypes of q, k, v and out), its constraints on the
 // run-time sizes and which argument is which tensor of attention(q, k, v).
 //

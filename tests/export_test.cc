@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -395,6 +396,126 @@ TEST_CASE("the exported Python and C++ dispatch agree on every call: exact, near
   CHECK(tuned_at("2 8 8 4096 4096 128 0 fp8e4m3 fp8e4m3 89") == "2 8 8 4096 4096");
   CHECK(from_python.at("1 32 8 4096 4096 128 0 fp8e4m3 fp8e4m3 89").find("same_kv_heads") !=
         std::string::npos);
+}
+
+// sdpa_fp16 written into `folder` with scratch of a row per SM, as a persistent kernel keeps
+// partial results: [PERSISTENT ? 2 * NUM_SMS * BLOCK_M : 1, PERSISTENT ? D + 8 : 1] in both
+// kernels of its call.
+void WriteSdpaWithSmScratch(const std::filesystem::path& folder) {
+  const std::filesystem::path shipped = test::SourceDir() / "kernel_templates" / "sdpa_fp16";
+  Json manifest = Json::parse(ReadFile(shipped / "manifest.json"));
+  for (Json& kernel : manifest["kernels"]) {
+    kernel["args"].push_back(
+        {{"name", "Partials"},
+         {"kind", "scratch"},
+         {"dtype", "f32"},
+         {"shape", {"PERSISTENT ? 2 * NUM_SMS * BLOCK_M : 1", "PERSISTENT ? D + 8 : 1"}},
+         {"zero", "each_call"}});
+  }
+  test::WriteFile(folder / "manifest.json", manifest.dump(2));
+  for (const char* file : {"sdpa_fp16.cu", "starting_points.json"}) {
+    test::WriteFile(folder / file, ReadFile(shipped / file));
+  }
+}
+
+TEST_CASE(
+    "the exported Python and C++ runtimes size scratch by the multiprocessor count of the GPU "
+    "they run on",
+    "[export]") {
+  test::TempDir dir;
+  WriteSdpaWithSmScratch(dir.path() / "templates" / "sdpa_fp16");
+  const TemplateLibrary library = TemplateLibrary::Load({dir.path() / "templates"});
+  const std::vector<TunedKernel> tuned = {
+      Tuned(library, "sdpa_fp16", "PERSISTENT=1 BLOCK_M=64 SPLITS=2 LAST_CTA_COMBINES=0",
+            Sizes(2, 8, 8, 512, 512, 64, 0), "sm_90", 10.0, 1),
+      Tuned(library, "sdpa_fp16", "PERSISTENT=0 BLOCK_M=64", Sizes(2, 8, 8, 512, 512, 128, 0),
+            "sm_90", 20.0, 2)};
+  const DispatchPackage package = BuildDispatchPackage(tuned, "the export test");
+  const Json& kernels = package.table["kernels"];
+  REQUIRE(kernels.size() == 2);
+
+  // The table keeps NUM_SMS in the shape, for the runtime to bind, and says what it is.
+  const Json num_sms = {{"NUM_SMS", "the device's multiprocessor count"}};
+  const Json& persistent = kernels[0]["key"]["D"] == 64 ? kernels[0] : kernels[1];
+  const Json& per_tile = kernels[0]["key"]["D"] == 64 ? kernels[1] : kernels[0];
+  const auto partials = [](const Json& kernel) {
+    for (const Json& scratch : kernel["scratch"]) {
+      if (scratch["name"] == "Partials") return scratch;
+    }
+    FAIL("no scratch Partials");
+    return Json();
+  };
+  CHECK(partials(persistent) == Json{{"name", "Partials"},
+                                     {"dtype", "f32"},
+                                     {"shape", Json::array({"((2 * NUM_SMS) * 64)", 72})},
+                                     {"zero", "each_call"},
+                                     {"shape_bindings", num_sms}});
+  CHECK(partials(per_tile) == Json{{"name", "Partials"},
+                                   {"dtype", "f32"},
+                                   {"shape", Json::array({1, 1})},
+                                   {"zero", "each_call"}});
+  for (const Json& launch : persistent["launches"]) {
+    INFO(launch["entry"]);
+    const Json& param = launch["params"].back();
+    CHECK(param["name"] == "Partials");
+    CHECK(param["shape"] == partials(persistent)["shape"]);
+    CHECK(param["shape_bindings"] == num_sms);
+  }
+
+  if (!test::HaveProgram("python3") || !test::HaveProgram("g++")) {
+    WARN("skipped the runtimes: python3 or g++ is missing");
+    return;
+  }
+  WritePythonPackage(dir.path() / "py", "tuned_attention", package);
+  WriteCppPackage(dir.path() / "cpp", package);
+  test::WriteFile(dir.path() / "calls.txt",
+                  "2 8 8 512 512 64 0 f16 f16 90\n2 8 8 512 512 128 0 f16 f16 90\n");
+  const std::filesystem::path data = test::SourceDir() / "tests" / "data" / "export";
+  const std::filesystem::path cpp = dir.path() / "cpp";
+  const test::CommandResult build = test::RunProgram(
+      "g++",
+      {"-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-I", (cpp / "include").string(), "-I",
+       "/usr/local/cuda/include", (cpp / "src" / "evo_attention.cc").string(),
+       (cpp / "src" / "evo_attention_data.cc").string(), (data / "describe_calls.cc").string(),
+       "-ldl", "-o", (dir.path() / "describe").string()},
+      dir.path());
+  INFO(build.err);
+  REQUIRE(build.exit_code == 0);
+  // Two GPUs of different sizes: the scratch follows each one's count, as the grid does.
+  for (const int sms : {117, 132}) {
+    INFO(sms << " SMs");
+    const test::CommandResult python = test::RunProgram(
+        "python3",
+        {(data / "describe_calls.py").string(), (dir.path() / "py").string(), "tuned_attention",
+         (dir.path() / "calls.txt").string(), std::to_string(sms)},
+        dir.path());
+    INFO(python.err);
+    REQUIRE(python.exit_code == 0);
+    const test::CommandResult native =
+        test::RunProgram(dir.path() / "describe",
+                         {(dir.path() / "calls.txt").string(), std::to_string(sms)}, dir.path());
+    INFO(native.err);
+    REQUIRE(native.exit_code == 0);
+    CHECK(native.out == python.out);
+    const std::map<std::string, std::string> described = ByCall(native.out);
+    const std::string& sized = described.at("2 8 8 512 512 64 0 f16 f16 90");
+    const int64_t rows = 2 * sms * 64;
+    const std::string shape = "[" + std::to_string(rows) + ",72]";
+    INFO(sized);
+    CHECK(sized.find("scratch Partials f32 " + shape + " bytes " + std::to_string(rows * 72 * 4) +
+                     " zero each_call\n") != std::string::npos);
+    CHECK(sized.find("memset Partials\n") != std::string::npos);
+    // Both kernels of the call get the same buffer, of that shape.
+    const std::string bound = "  tensor Partials scratch f32 " + shape + " bound Partials\n";
+    const size_t first = sized.find(bound);
+    REQUIRE(first != std::string::npos);
+    CHECK(sized.find(bound, first + 1) != std::string::npos);
+    // The persistent grid saw the same count.
+    CHECK(sized.find("launch sdpa_fp16_fwd grid [" + std::to_string(std::min(sms, 2 * 8 * 8 * 2)) +
+                     ",1,1]") != std::string::npos);
+    CHECK(described.at("2 8 8 512 512 128 0 f16 f16 90")
+              .find("scratch Partials f32 [1,1] bytes 4 zero each_call\n") != std::string::npos);
+  }
 }
 
 }  // namespace

@@ -969,9 +969,12 @@ std::vector<int64_t> EvaluateAll(const std::vector<Expr>& exprs, const Env& env)
 Plan PlanCall(const Kernel& kernel, const Shape& shape, int num_sms,
               const std::map<std::string, int>& ctas_per_sm) {
   const Env env = Bindings(kernel, shape);
+  // Scratch may be sized by the device, as a persistent grid is (a row per CTA).
+  Env scratch_env = env;
+  scratch_env["NUM_SMS"] = num_sms;
   Plan plan;
   for (const Scratch& spec : kernel.scratch) {
-    PlannedScratch planned{&spec, EvaluateAll(spec.shape, env), DtypeBytes(spec.dtype)};
+    PlannedScratch planned{&spec, EvaluateAll(spec.shape, scratch_env), DtypeBytes(spec.dtype)};
     for (int64_t extent : planned.shape) planned.bytes *= extent;
     plan.scratch.push_back(std::move(planned));
   }
@@ -1017,7 +1020,7 @@ Plan PlanCall(const Kernel& kernel, const Shape& shape, int num_sms,
       } else if (param.kind == "tensor_map") {
         arg.box = EvaluateAll(param.box, env);
       } else {
-        arg.shape = EvaluateAll(param.shape, env);
+        arg.shape = EvaluateAll(param.shape, param.kind == "scratch" ? scratch_env : env);
       }
       planned.args.push_back(std::move(arg));
     }

@@ -98,7 +98,8 @@ class Attention {
 
   int sm() const;
 
-  // Bytes of device scratch a call of this shape needs (0 for most kernels).
+  // Bytes of device scratch a call of this shape needs on this GPU (0 for most kernels; a
+  // kernel's scratch may grow with the GPU's multiprocessor count).
   size_t WorkspaceBytes(const Shape& shape) const;
 
   // Launches the call on `stream` (it can be captured into a CUDA graph). `workspace` holds at

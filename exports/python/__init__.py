@@ -6,10 +6,11 @@
 
 q, k and v are contiguous CUDA tensors in float16 or bfloat16 (or float8_e4m3fn for a table of
 sdpa_fp8 kernels, with q_scale, k_scale, v_scale), the softmax scale is 1/sqrt(D). The call
-picks a kernel from table.json (pick() shows which, without a GPU), computes its grid for these
-sizes and launches it on the current PyTorch stream through the CUDA driver, so it can be
-captured in a CUDA graph; it is also the custom op torch.ops.<package>.attention, which
-torch.compile calls. The kernels of a GPU are loaded at its first call, or by load().
+picks a kernel from table.json (pick() shows which, without a GPU), computes its grid and scratch
+for these sizes (both may follow the GPU's multiprocessor count) and launches it on the current
+PyTorch stream through the CUDA driver, so it can be captured in a CUDA graph; it is also the
+custom op torch.ops.<package>.attention, which torch.compile calls. The kernels of a GPU are
+loaded at its first call, or by load().
 """
 
 from . import _rule

@@ -434,12 +434,16 @@ def tensor_shape(param, env):
 
 def launch_plan(kernel, call, device):
     """Everything a call launches, evaluated: device is {"NUM_SMS": n, "CTAS_PER_SM": {entry:
-    occupancy}}. Returns {"scratch": [...], "steps": [...]} where a step is ("memset", name) or
-    ("launch", launch, grid, scalars, tensor shapes, tensor-map boxes)."""
+    occupancy}} (grids may use both, scratch shapes NUM_SMS). Returns {"scratch": [...],
+    "steps": [...]} where a step is ("memset", name) or ("launch", launch, grid, scalars, tensor
+    shapes, tensor-map boxes)."""
     env = bindings(kernel, call)
+    # Scratch may be sized by the device, as a persistent grid is (a row per CTA).
+    scratch_env = dict(env)
+    scratch_env["NUM_SMS"] = device["NUM_SMS"]
     scratch = []
     for spec in kernel["scratch"]:
-        shape = tensor_shape(spec, env)
+        shape = tensor_shape(spec, scratch_env)
         elements = 1
         for extent in shape:
             elements *= extent
@@ -479,7 +483,7 @@ def launch_plan(kernel, call, device):
                 args.append(described)
             else:
                 arg = {"name": param["name"], "kind": kind, "dtype": param["dtype"],
-                       "shape": tensor_shape(param, env)}
+                       "shape": tensor_shape(param, scratch_env if kind == "scratch" else env)}
                 if "role" in param:
                     arg["role"] = param["role"]
                 args.append(arg)

@@ -1,7 +1,8 @@
 // Prints what the exported C++ library would launch for each call of a file, one call per line:
 // "B H H_kv S_q S_kv D causal q_dtype kv_dtype sm". The export test compares the output with
-// describe_calls.py's over the Python package of the same table (a GPU of 132 SMs, one CTA of
-// every kernel per SM). Built by the test with g++ against the exported sources.
+// describe_calls.py's over the Python package of the same table (a GPU of 132 SMs unless the
+// second argument gives another count, one CTA of every kernel per SM). Built by the test with
+// g++ against the exported sources.
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -20,10 +21,11 @@ evo_attention::DType Dtype(const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: describe_calls CALLS_FILE\n";
+  if (argc != 2 && argc != 3) {
+    std::cerr << "usage: describe_calls CALLS_FILE [NUM_SMS]\n";
     return 2;
   }
+  const int num_sms = argc == 3 ? std::stoi(argv[2]) : 132;
   std::ifstream in(argv[1]);
   std::string line;
   while (std::getline(in, line)) {
@@ -39,7 +41,7 @@ int main(int argc, char** argv) {
     shape.causal = causal != 0;
     shape.q_dtype = Dtype(q);
     shape.kv_dtype = Dtype(kv);
-    std::cout << "call " << line << "\n" << evo_attention::DescribeCall(shape, sm, 132, 1);
+    std::cout << "call " << line << "\n" << evo_attention::DescribeCall(shape, sm, num_sms, 1);
   }
   return 0;
 }
