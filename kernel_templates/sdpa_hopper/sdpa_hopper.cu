@@ -52,7 +52,7 @@
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
-    !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) || \
+    !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) ||  \
     !defined(STREAM_K)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
@@ -243,8 +243,8 @@ struct Piece {
 class Walk {
  public:
   // With STREAM_K only the producer walks (and then starts the state in shared memory).
-  __device__ __forceinline__ Walk(const Scheduler& scheduler, const Rows& rows, int S_q,
-                                  int S_kv, unsigned state, bool producer)
+  __device__ __forceinline__ Walk(const Scheduler& scheduler, const Rows& rows, int S_q, int S_kv,
+                                  unsigned state, bool producer)
       : scheduler_(scheduler), rows_(rows), S_q_(S_q), S_kv_(S_kv), state_(state) {
     tile_ = PERSISTENT ? static_cast<int>(blockIdx.x) : scheduler.grid_tile();
     if (STREAM_K && producer) {
@@ -321,8 +321,7 @@ class Walk {
     const unsigned a[4] = {static_cast<unsigned>(t.tile), static_cast<unsigned>(t.whole_end),
                            static_cast<unsigned>(t.units), static_cast<unsigned>(t.ctas)};
     const unsigned b[4] = {static_cast<unsigned>(t.unit), static_cast<unsigned>(t.unit_end),
-                           static_cast<unsigned>(t.tile_index),
-                           static_cast<unsigned>(t.tile_unit)};
+                           static_cast<unsigned>(t.tile_index), static_cast<unsigned>(t.tile_unit)};
     evo::st_shared_v4(state_, a);
     evo::st_shared_v4(state_ + 16, b);
   }
@@ -362,10 +361,9 @@ __device__ __forceinline__ void publish_piece(unsigned at, const Piece& piece) {
   const unsigned loop[4] = {static_cast<unsigned>(piece.bh), static_cast<unsigned>(piece.m_tile),
                             static_cast<unsigned>(piece.kv.first),
                             static_cast<unsigned>(piece.kv.count)};
-  const unsigned sharing[4] = {static_cast<unsigned>(piece.parts),
-                               static_cast<unsigned>(piece.first_cta),
-                               static_cast<unsigned>(piece.tail_tile),
-                               static_cast<unsigned>(piece.first_slot)};
+  const unsigned sharing[4] = {
+      static_cast<unsigned>(piece.parts), static_cast<unsigned>(piece.first_cta),
+      static_cast<unsigned>(piece.tail_tile), static_cast<unsigned>(piece.first_slot)};
   evo::st_shared_v4(at, loop);
   evo::st_shared_v4(at + 16, sharing);
 }
@@ -558,8 +556,8 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     const auto softmax = [&](int j, float(&alpha)[2]) {
       // STREAM_K reads the piece's first KV tile again rather than keep a register for it
       // through the loop (D = 128 at BLOCK_N = 160 spilled).
-      const int n_start = ((STREAM_K ? read_piece_first(smem.piece(piece_round)) : kv.first) + j) *
-                          BLOCK_N;
+      const int n_start =
+          ((STREAM_K ? read_piece_first(smem.piece(piece_round)) : kv.first) + j) * BLOCK_N;
       if (PACK_GQA) {
         // A packed tile's rows are not consecutive positions: each of the thread's two rows has
         // its own diagonal.
@@ -715,15 +713,15 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       const auto slot = [&](int c) { return c == piece.first_cta ? piece.first_slot : 0; };
       evo::store_tile_partial<HEAD_DIM / 2, kConsumerThreads>(
           partials.o + (2 * cta + slot(cta)) * kTilePartialFloats, acc, row_max, row_sum, tid);
-      if (!evo::last_cta_arrives<kConsumerThreads>(partials.arrivals + piece.tail_tile,
-                                                   piece.parts, tid, kArrivalBarrier)) {
+      if (!evo::last_cta_arrives<kConsumerThreads>(partials.arrivals + piece.tail_tile, piece.parts,
+                                                   tid, kArrivalBarrier)) {
         continue;
       }
       for (int other = piece.first_cta; other < piece.first_cta + piece.parts; ++other) {
         if (other == cta) continue;
         evo::merge_tile_partial<HEAD_DIM / 2, kConsumerThreads, FAST_EXP>(
-            partials.o + (2 * other + slot(other)) * kTilePartialFloats, acc,
-            row_max, row_sum, kSoftmaxScale, tid);
+            partials.o + (2 * other + slot(other)) * kTilePartialFloats, acc, row_max, row_sum,
+            kSoftmaxScale, tid);
       }
     }
 

@@ -38,37 +38,6 @@ __device__ __forceinline__ float split_lse(float row_max, float l, float scale2)
   return l > 0.f ? fmaf(row_max, scale2, log2f(l)) : neg_inf();
 }
 
-// Loads through L2 only (ld.global.cg): partials written by other SMs during this very kernel
-// are never read from a stale L1 line. Volatile, with a memory clobber, so that they stay after
-// the barrier that publishes them.
-__device__ __forceinline__ float ld_global_cg(const float* p) {
-  float v;
-  asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p) : "memory");
-  return v;
-}
-
-template <int N>
-__device__ __forceinline__ void ld_global_cg_vec(float (&v)[N], const float* p) {
-  static_assert(N % 2 == 0, "pairs of floats, 8-byte aligned");
-  if constexpr (N % 4 == 0) {
-#pragma unroll
-    for (int i = 0; i < N; i += 4) {
-      asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=f"(v[i]), "=f"(v[i + 1]), "=f"(v[i + 2]), "=f"(v[i + 3])
-                   : "l"(p + i)
-                   : "memory");
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; i += 2) {
-      asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];\n"
-                   : "=f"(v[i]), "=f"(v[i + 1])
-                   : "l"(p + i)
-                   : "memory");
-    }
-  }
-}
-
 // A pair of fp32 values of a partial output row.
 __device__ __forceinline__ void st_global_v2_f32(float* p, float x, float y) {
   asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");

@@ -12,7 +12,6 @@
 #pragma once
 
 #include "evo/core.cuh"
-#include "evo/split_kv.cuh"
 
 namespace evo {
 
@@ -23,8 +22,7 @@ struct TilePartial {
 };
 
 __device__ __forceinline__ void st_global_v4_f32(float* p, float a, float b, float c, float d) {
-  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c),
-               "f"(d)
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d)
                : "memory");
 }
 
@@ -38,11 +36,12 @@ __device__ __forceinline__ void store_tile_partial(float* region, const float (&
     st_global_v4_f32(region + (i / 4 * Threads + tid) * 4, acc[i], acc[i + 1], acc[i + 2],
                      acc[i + 3]);
   }
-  st_global_v4_f32(region + (AccFloats / 4 * Threads + tid) * 4, row_max[0], row_max[1],
-                   row_sum[0], row_sum[1]);
+  st_global_v4_f32(region + (AccFloats / 4 * Threads + tid) * 4, row_max[0], row_max[1], row_sum[0],
+                   row_sum[1]);
 }
 
-// Merges the state another CTA left in `region` (after last_cta_arrives) into thread tid's.
+// Merges the state another CTA left in `region` (after last_cta_arrives of evo/split_kv.cuh)
+// into thread tid's.
 // `scale` is the online softmax's (softmax_scale<HeadDim, FastExp>).
 template <int AccFloats, int Threads, bool FastExp>
 __device__ __forceinline__ void merge_tile_partial(const float* region, float (&acc)[AccFloats],
