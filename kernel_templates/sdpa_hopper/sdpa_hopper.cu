@@ -717,8 +717,13 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
                                                    tid, kArrivalBarrier)) {
         continue;
       }
+      // Every state is merged from memory in CTA order, this CTA's own too: which CTA arrives
+      // last changes from call to call, and the output must not (the same bits every call).
+#pragma unroll
+      for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.f;
+      row_max[0] = row_max[1] = evo::neg_inf();
+      row_sum[0] = row_sum[1] = 0.f;
       for (int other = piece.first_cta; other < piece.first_cta + piece.parts; ++other) {
-        if (other == cta) continue;
         evo::merge_tile_partial<HEAD_DIM / 2, kConsumerThreads, FAST_EXP>(
             partials.o + (2 * other + slot(other)) * kTilePartialFloats, acc, row_max, row_sum,
             kSoftmaxScale, tid);

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# An export of stream-K kernels (scratch sized by NUM_SMS) called from PyTorch: a search over a copy of
+# sdpa_hopper whose STREAM_K and PERSISTENT are fixed at 1, its Python package, export-check.py.
+set -u
+E=build-bundle/evo
+rm -rf /tmp/sk.db* /tmp/pkg
+for s in 2,8,1000,1000,128 1,4,3000,3000,64; do
+  $E --templates .device/sk_only run --template sdpa_hopper --shape $s --budget 6 --db /tmp/sk.db --no-retime > $OUT/run_$(echo $s | tr , x).txt 2>&1
+  tail -3 $OUT/run_$(echo $s | tr , x).txt
+done
+python3 .device/cands.py /tmp/sk.db | head -12
+$E --templates .device/sk_only export --db /tmp/sk.db --python /tmp/pkg > $OUT/export.txt 2>&1; tail -3 $OUT/export.txt
+grep -rn "NUM_SMS" /tmp/pkg | head -5
+python3 scripts/export-check.py /tmp/pkg/evo_attention > $OUT/check.txt 2>&1; echo "export-check rc $?"; tail -25 $OUT/check.txt
