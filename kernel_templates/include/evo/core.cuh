@@ -88,6 +88,13 @@ __device__ __forceinline__ void st_global_v4(void* p, const unsigned (&v)[4]) {
                : "memory");
 }
 
+// st_global_v4 for four floats (kept in float registers: through st_global_v4 ptxas needed
+// one more register in sdpa_hopper's stream-K epilogue and spilled).
+__device__ __forceinline__ void st_global_v4_f32(float* p, float a, float b, float c, float d) {
+  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d)
+               : "memory");
+}
+
 // Loads through L2 only (ld.global.cg): partials written by other SMs during this very kernel
 // are never read from a stale L1 line. Volatile, with a memory clobber, so that they stay after
 // the barrier that publishes them.

@@ -21,11 +21,6 @@ struct TilePartial {
   enum : int { kFloats = (AccFloats + 4) * Threads };  // one region
 };
 
-__device__ __forceinline__ void st_global_v4_f32(float* p, float a, float b, float c, float d) {
-  asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(a), "f"(b), "f"(c), "f"(d)
-               : "memory");
-}
-
 // Leaves thread tid's state in `region` (TilePartial<AccFloats, Threads>::kFloats floats).
 template <int AccFloats, int Threads>
 __device__ __forceinline__ void store_tile_partial(float* region, const float (&acc)[AccFloats],
