@@ -764,10 +764,17 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   }
 
   const Json& correctness = reader.Member(root, "manifest", "correctness");
-  reader.CheckKeys(correctness, "correctness", {"seeds", "atol", "rtol", "overrides", "problems"});
+  reader.CheckKeys(correctness, "correctness",
+                   {"seeds", "atol", "rtol", "overrides", "problems", "deterministic"});
   CorrectnessSpec& spec = manifest.correctness;
   spec.seeds = static_cast<int>(reader.Integer(correctness, "correctness", "seeds"));
   if (spec.seeds < 1) reader.Fail("correctness.seeds", "expected at least 1");
+  if (correctness.contains("deterministic")) {
+    if (!correctness["deterministic"].is_boolean()) {
+      reader.Fail("correctness.deterministic", "expected true or false");
+    }
+    spec.deterministic = correctness["deterministic"].get<bool>();
+  }
   spec.tolerance = ReadTolerance(reader, correctness, "correctness");
   if (correctness.contains("overrides")) {
     const Json& overrides = reader.Array(correctness, "correctness", "overrides");

@@ -146,6 +146,11 @@ struct ToleranceOverride {
 // with `seeds` fresh random inputs, against `tolerance` or the first override that applies.
 struct CorrectnessSpec {
   int seeds = 3;
+  // Whether a call must write the same bits every time from the same inputs. The gates call a
+  // candidate again on each check problem and after its timing, and reject one whose bits
+  // changed: a race that only moves the last bits hides inside any tolerance. A template that
+  // sums with floating-point atomics (an order that changes from call to call) sets it false.
+  bool deterministic = true;
   Tolerance tolerance;
   std::vector<ToleranceOverride> overrides;
   std::vector<std::vector<std::pair<std::string, Expression>>> problems;

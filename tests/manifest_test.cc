@@ -83,6 +83,11 @@ TEST_CASE("the sdpa_fp16 manifest parses with its knobs, problem and kernels", "
   CHECK(manifest.main_kernel().args[4].kind == KernelArgSpec::Kind::kScalar);
   CHECK(manifest.correctness.seeds >= 3);
   CHECK(manifest.correctness.problems.size() >= 2);
+  // Unless a manifest says otherwise, the gates demand the same bits from every call.
+  CHECK(manifest.correctness.deterministic);
+  Json relaxed = SdpaManifestJson();
+  relaxed["correctness"]["deterministic"] = false;
+  CHECK_FALSE(Parse(relaxed).correctness.deterministic);
 }
 
 TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
@@ -140,6 +145,9 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
        "max_sm: expected at least min_sm"},
       {"arch_specific that is not a boolean", [](Json& j) { j["arch_specific"] = 1; },
        "arch_specific: expected true or false"},
+      {"a determinism flag that is not a boolean",
+       [](Json& j) { j["correctness"]["deterministic"] = "yes"; },
+       "correctness.deterministic: expected true or false"},
       {"an empty knob domain", [](Json& j) { j["knobs"][0]["values"] = Json::array(); },
        "knobs[0].values: expected at least one value"},
       {"a zero tolerance",

@@ -56,6 +56,21 @@ const Replacement kWritesPastPartial = {
     "  partial[blockIdx.x] = chunk;\n"
     "  if (blockIdx.x + 1 == gridDim.x) partial[gridDim.x] = chunk;"};
 
+// y[0] one bit off the sum on some calls: still within any tolerance, but not the same bits
+// from call to call. `flips` says on which calls, from the module's count of calls.
+std::vector<Replacement> FlipsLastBit(const std::string& flips) {
+  return {{"extern \"C\" __global__ void two_finish(",
+           "__device__ unsigned calls;\nextern \"C\" __global__ void two_finish("},
+          {"  y[i] = x[i] + sum + *total;",
+           "  const float value = x[i] + sum + *total;\n"
+           "  y[i] = i == 0 && (" +
+               flips + ") ? __int_as_float(__float_as_int(value) ^ 1) : value;"}};
+}
+const std::vector<Replacement> kFlipsEveryOtherCall =
+    FlipsLastBit("atomicAdd(&calls, 1u) % 2 == 1");
+// From the 16th call on: past the correctness gate's calls, within the timed ones.
+const std::vector<Replacement> kFlipsWhileTimed = FlipsLastBit("atomicAdd(&calls, 1u) >= 16");
+
 CompileOutcome CompileTwoKernels(const std::filesystem::path& folder, const ArchInfo& arch,
                                  Compiler& compiler, const char* settings = "") {
   const TemplateLibrary library = TemplateLibrary::Load({folder});
@@ -234,8 +249,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "the gates reject a call that reads scratch nobody wrote, leaves a counter set or writes "
-    "past its scratch",
+    "the gates reject a call that reads scratch nobody wrote, leaves a counter set, writes past "
+    "its scratch or changes its output's bits from call to call",
     "[gpu]") {
   if (!test::HaveGpuDriver()) {
     WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
@@ -274,6 +289,18 @@ TEST_CASE(
        {"Partial: ",
         " of the guard zone after it changed (a write outside the tensor) on N=1001, seed 0"},
        true},
+      {"an output whose last bit changes from call to call",
+       kFlipsEveryOtherCall,
+       {},
+       {"y on N=1001, seed 1: a second call on the same inputs wrote other bits (the kernel is "
+        "not deterministic)"},
+       true},
+      {"an output whose last bit changes only after many calls",
+       kFlipsWhileTimed,
+       {},
+       {"y changed bits while it was timed, from the same inputs (the kernel is not "
+        "deterministic)"},
+       true},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -295,6 +322,14 @@ TEST_CASE(
     INFO(fine.correctness.failure << fine.error);
     CHECK(fine.status == Status::kMeasured);
   }
+  // A template that declares its sums unordered (floating-point atomics) is not held to the
+  // same bits.
+  test::TempDir dir;
+  WriteTwoKernels(dir.path(), kFlipsEveryOtherCall,
+                  [](Json& json) { json["correctness"]["deterministic"] = false; });
+  const GpuVerdict unordered = EvaluateTwoKernels(gates, compiler, dir.path(), "", false);
+  INFO(unordered.correctness.failure << unordered.error);
+  CHECK(unordered.status == Status::kMeasured);
 }
 
 TEST_CASE(
