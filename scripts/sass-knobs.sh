@@ -38,11 +38,11 @@ case "$template" in
     variants=("" "NUM_WG=2" "BLOCK_N=64" "STAGES=1" "STAGES=3" "STAGES=4" "FAST_EXP=0")
     ;;
   sdpa_hopper)
-    base="NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 FAST_EXP=1 PINGPONG=1 INTRA_OVERLAP=1 PERSISTENT=0 TMA_STORE=1 PRODUCER_REGS=24"
+    base="NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 FAST_EXP=1 PINGPONG=1 INTRA_OVERLAP=1 PERSISTENT=0 TMA_STORE=1 PRODUCER_REGS=24 RESCALE_UNDER_QK=0"
     # At D=128 some knobs need a partner to fit: the base's shared memory is nearly full.
     variants=("" "NUM_CONSUMERS=3 BLOCK_N=64" "NUM_CONSUMERS=1 PINGPONG=0" "BLOCK_N=64"
       "BLOCK_N=176 TMA_STORE=0" "STAGES=1" "STAGES=3 BLOCK_N=96" "FAST_EXP=0" "PINGPONG=0"
-      "INTRA_OVERLAP=0" "PERSISTENT=1" "TMA_STORE=0" "PRODUCER_REGS=56")
+      "INTRA_OVERLAP=0" "PERSISTENT=1" "TMA_STORE=0" "PRODUCER_REGS=56" "RESCALE_UNDER_QK=1")
     ;;
   *) echo "sass-knobs: no knob list for template '$template'" >&2; exit 2 ;;
 esac

@@ -71,7 +71,8 @@ const SplitCase kStreamKCases[] = {
     {"PERSISTENT=1 STREAM_K=1", {2, 8, 8, 2048, 2048, 128, 0, 0}},
     {"PERSISTENT=1 STREAM_K=1 NUM_CONSUMERS=3 BLOCK_N=64", {1, 16, 16, 3000, 3001, 64, 1, 1}},
     {"PERSISTENT=1 STREAM_K=1 BLOCK_N=64 TMA_STORE=0", {1, 4, 4, 1000, 5000, 256, 0, 0}},
-    {"PERSISTENT=1 STREAM_K=1 PACK_GQA=1 PRODUCER_REGS=40", {2, 8, 2, 300, 700, 128, 1, 0}},
+    {"PERSISTENT=1 STREAM_K=1 PACK_GQA=1 PRODUCER_REGS=40 RESCALE_UNDER_QK=1",
+     {2, 8, 2, 300, 700, 128, 1, 0}},
     {"PERSISTENT=1 STREAM_K=1 FAST_EXP=0 INTRA_OVERLAP=0 BLOCK_N=128",
      {3, 5, 5, 1500, 129, 128, 0, 1}},
     {"PERSISTENT=1 STREAM_K=1 STAGES=1 BLOCK_N=96", {1, 1, 1, 1, 4096, 64, 0, 0}},
@@ -92,14 +93,14 @@ std::vector<SampledConfiguration> CoveringSample() {
   // Each setting with the two head dims it is tried at: most fit, the last one does not.
   const std::pair<const char*, std::pair<int64_t, int64_t>> settings[] = {
       {"", {64, 128}},
-      {"NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=176 STAGES=1", {64, 128}},
+      {"NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=176 STAGES=1 RESCALE_UNDER_QK=1", {64, 128}},
       {"NUM_CONSUMERS=3 BLOCK_N=64 STAGES=3 INTRA_OVERLAP=0", {64, 128}},
-      {"BLOCK_N=96 STAGES=3 FAST_EXP=0 PERSISTENT=1", {64, 128}},
+      {"BLOCK_N=96 STAGES=3 FAST_EXP=0 PERSISTENT=1 RESCALE_UNDER_QK=1", {64, 128}},
       {"BLOCK_N=112 PRODUCER_REGS=40 PINGPONG=0", {128, 64}},
       {"BLOCK_N=144 PRODUCER_REGS=56 INTRA_OVERLAP=0 PERSISTENT=1", {128, 64}},
       {"BLOCK_N=80 STAGES=2 TMA_STORE=0", {256, 256}},
       {"BLOCK_N=64 PRODUCER_REGS=40 PERSISTENT=1 STAGES=1", {256, 256}},
-      {"BLOCK_N=160 STAGES=2 TMA_STORE=0", {128, 64}},
+      {"BLOCK_N=160 STAGES=2 TMA_STORE=0 RESCALE_UNDER_QK=1", {128, 64}},
       {"BLOCK_N=192 STAGES=1 FAST_EXP=0", {64, 64}},
       {"BLOCK_N=224 NUM_CONSUMERS=1 PINGPONG=0 STAGES=2", {64, 64}},
       {"BLOCK_N=64 NUM_CONSUMERS=3 PERSISTENT=1 STAGES=4", {128, 64}},
@@ -228,6 +229,7 @@ TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations wit
       {"SPLITS=32 TMA_STORE=0", 2, 1000, "splits_have_keys"},
       {"STREAM_K=1", 2, 4096, "stream_k_needs_persistent"},
       {"STREAM_K=1 PERSISTENT=1 SPLITS=2 TMA_STORE=0", 2, 4096, "stream_k_needs_one_split"},
+      {"RESCALE_UNDER_QK=1 INTRA_OVERLAP=0", 2, 4096, "rescale_under_qk_needs_intra_overlap"},
   };
   for (const auto& [settings, h_kv, s_kv, constraint] : refusals) {
     INFO(settings);

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The rescale of O under Q K_j^T (new) against between the MMAs (old), under ncu at base clocks,
+# and the new one through the gates on other problems.
+set -u
+E=build-bundle/evo
+rm -rf /tmp/new && mkdir -p /tmp/new && cp -r kernel_templates/sdpa_hopper /tmp/new/ && rm /tmp/new/sdpa_hopper/starting_points.json
+M=sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second
+prof() {  # label, folder, shape, settings...
+  local label=$1 dir=$2 shape=$3; shift 3
+  local args=""; for s in "$@"; do args="$args --set $s"; done
+  timeout 150 ncu --target-processes all --metrics $M -k regex:sdpa_hopper_fwd --launch-skip 30 -c 1 \
+    $E --templates $dir bench --template sdpa_hopper --shape $shape $args > $OUT/ncu.txt 2>&1
+  echo "$label $shape $*: $(grep -E "pct_of_peak|duration|per_second" $OUT/ncu.txt | sed 's/  */ /g' | tr '\n' ';')"
+}
+for cfg in "PINGPONG=0" "PINGPONG=1"; do
+  for v in old new new old; do
+    d=/tmp/new; [ $v = old ] && d=.device/tmp_old
+    prof $v $d 4,16,4096,128 PERSISTENT=1 STREAM_K=1 $cfg
+  done
+done
+for v in old new; do
+  d=/tmp/new; [ $v = old ] && d=.device/tmp_old
+  prof $v $d 1,16,16384,128 PERSISTENT=1 STREAM_K=1 PINGPONG=0 BLOCK_N=192 TMA_STORE=0
+done
+bench() {
+  local r=$($E --templates /tmp/new bench --template sdpa_hopper "$@" 2>&1)
+  echo "gates $*: $(echo "$r" | grep -E '^verdict|^status|^correct|^timing' | cut -c1-90 | tr '\n' ';')"
+}
+bench --shape 2,8,2048,128 --causal --problem BF16=1 -s PERSISTENT=1
+bench --shape 4,16,4096,64 -s NUM_CONSUMERS=3 -s PERSISTENT=1 -s TMA_STORE=0
+bench --shape 1,16,1,4096,128 -s SPLITS=8 -s NUM_CONSUMERS=1 -s BLOCK_N=128
+bench --shape 2,8,1400,1400,128 -s PERSISTENT=1 -s STREAM_K=1
+bench --shape 2,8,1000,1000,256 -s NUM_CONSUMERS=1 -s BLOCK_N=64
+bench --shape 1,32,1,8192,128 --problem H_kv=8 -s PACK_GQA=1 -s NUM_CONSUMERS=1 -s SPLITS=4 -s BLOCK_N=64
