@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Speed-of-light copies of sdpa_hopper for `evo --templates OUT` (wrong on purpose, tolerance
-opened so that the gates time them): how much of the time the softmax's exponentials and the
-rescaling of O cost. OUT/noexp: each probability from one ALU op (max(x + 1, 0)) instead of
-ex2; OUT/norescale: O is not rescaled when a row's max grows; OUT/ref: the template with the same
-opened tolerance. Usage: sol_variants.py OUT"""
+opened so that the gates time them): how much of the time the softmax's exponentials, the
+rescaling of O and the loads of Q cost. OUT/noexp: each probability from one ALU op
+(max(x + 1, 0)) instead of ex2; OUT/norescale: O is not rescaled when a row's max grows;
+OUT/noqload: a CTA loads Q for its first tile only, and reuses it; OUT/ref: the template with the
+same opened tolerance. Usage: sol_variants.py OUT"""
 import json, os, shutil, sys
 here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kernel_templates", "sdpa_hopper")
 out = sys.argv[1]
@@ -46,7 +47,7 @@ __device__ __forceinline__ void cheap_softmax(float (&s)[BlockN / 2], float (&ro
 }
 }  // namespace sol
 '''
-for name in ("ref", "noexp", "norescale"):
+for name in ("ref", "noexp", "norescale", "noqload"):
     folder = os.path.join(out, name, "sdpa_hopper")
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(here, folder)
@@ -61,8 +62,15 @@ for name in ("ref", "noexp", "norescale"):
         assert call in src
         src = src.replace(call, "sol::cheap_softmax<BLOCK_N>(s, row_max, row_sum, kSoftmaxScale, alpha);")
     if name == "norescale":
-        assert src.count("          rescale(alpha);") == 2
-        src = src.replace("          rescale(alpha);", "          (void)alpha;")
+        body = "evo::wgmma_attention_rescale<HEAD_DIM>(acc, alpha);"
+        assert src.count(body) == 1
+        src = src.replace(body, "(void)alpha;")
+    if name == "noqload":
+        head = "    evo::mbar_arrive_expect_tx(smem.q_full(), kQTileBytes);\n"
+        tail = "PACK_GQA ? slot * rows.group : slot, b, smem.q_full());\n    }\n"
+        assert src.count(head) == 1 and src.count(tail) == 1
+        src = src.replace(head, "    if (round > 0) {\n      evo::mbar_arrive(smem.q_full());\n    } else {\n" + head)
+        src = src.replace(tail, tail + "    }\n")
     open(src_path, "w").write(src)
     mpath = os.path.join(folder, "manifest.json")
     m = json.load(open(mpath))
