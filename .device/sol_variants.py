@@ -47,7 +47,50 @@ __device__ __forceinline__ void cheap_softmax(float (&s)[BlockN / 2], float (&ro
 }
 }  // namespace sol
 '''
-for name in ("ref", "noexp", "norescale", "noqload"):
+
+LAZY = r'''
+namespace sol {
+// online_softmax_row (evo/online_softmax.cuh) whose reference maximum moves only when a tile's
+// maximum passes it by more than 8 (log2 units: P up to 256); alpha is then exactly 1.
+template <int NumFrags, class Score, class Keep>
+__device__ __forceinline__ float lazy_row(Score score, float& row_max, float& row_sum, float scale,
+                                          Keep keep) {
+  float tree[NumFrags];
+#pragma unroll
+  for (int nf = 0; nf < NumFrags; ++nf) tree[nf] = fmaxf(score(nf, 0), score(nf, 1));
+  float mx = evo::quad_max(fmaxf(row_max, evo::tree_max(tree)));
+  const bool kept = (mx - row_max) * scale <= 8.f;
+  if (kept) mx = row_max;
+  const float m_ref = mx == evo::neg_inf() ? 0.f : mx;
+  const float neg_m_scaled = -m_ref * scale;
+  const float alpha = kept ? 1.f : evo::exp2_approx(fmaf(row_max, scale, neg_m_scaled));
+  row_max = mx;
+#pragma unroll
+  for (int nf = 0; nf < NumFrags; ++nf) {
+    float p[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) p[i] = evo::exp2_approx(fmaf(score(nf, i), scale, neg_m_scaled));
+    tree[nf] = p[0] + p[1];
+    keep(nf, p[0], p[1]);
+  }
+  row_sum = row_sum * alpha + evo::tree_sum(tree);
+  return alpha;
+}
+template <int BlockN>
+__device__ __forceinline__ void lazy_softmax(float (&s)[BlockN / 2], float (&row_max)[2],
+                                             float (&row_sum)[2], float scale, float (&alpha)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    alpha[h] = lazy_row<BlockN / 8>([&](int nf, int i) -> float& { return s[4 * nf + 2 * h + i]; },
+                                    row_max[h], row_sum[h], scale, [&](int nf, float p0, float p1) {
+                                      s[4 * nf + 2 * h] = p0;
+                                      s[4 * nf + 2 * h + 1] = p1;
+                                    });
+  }
+}
+}  // namespace sol
+'''
+for name in ("ref", "noexp", "norescale", "noqload", "lazy"):
     folder = os.path.join(out, name, "sdpa_hopper")
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(here, folder)
@@ -65,6 +108,15 @@ for name in ("ref", "noexp", "norescale", "noqload"):
         body = "evo::wgmma_attention_rescale<HEAD_DIM>(acc, alpha);"
         assert src.count(body) == 1
         src = src.replace(body, "(void)alpha;")
+    if name == "lazy":  # FAST_EXP only: a warp whose alphas are all 1 skips the rescale
+        anchor = "namespace hopper {"
+        src = src.replace(anchor, LAZY + "\n" + anchor, 1)
+        call = "evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);"
+        assert call in src
+        src = src.replace(call, "sol::lazy_softmax<BLOCK_N>(s, row_max, row_sum, kSoftmaxScale, alpha);")
+        body = "evo::wgmma_attention_rescale<HEAD_DIM>(acc, alpha);"
+        assert src.count(body) == 1
+        src = src.replace(body, "if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) " + body)
     if name == "noqload":
         head = "    evo::mbar_arrive_expect_tx(smem.q_full(), kQTileBytes);\n"
         tail = "PACK_GQA ? slot * rows.group : slot, b, smem.q_full());\n    }\n"
