@@ -34,6 +34,7 @@ std::string_view Provenance(std::string_view operator_name) {
   if (operator_name.starts_with("default")) return "default";
   if (operator_name.starts_with("starting point")) return "starting point";
   if (operator_name.starts_with("neighbour")) return "neighbour scan";
+  if (operator_name.starts_with("marginal")) return "knob marginals";
   if (operator_name.starts_with("model")) return "cost model";
   if (operator_name.starts_with("mutate")) return "mutation";
   if (operator_name.starts_with("crossover")) return "crossover";

@@ -23,8 +23,9 @@ struct ReportRun {
 };
 
 // How a candidate was made, from the operator the engine stored with it: "default", "starting
-// point", "neighbour scan" (an untried one-knob neighbour of a good candidate), "cost model"
-// (ranked first by the learned model), "random", "mutation" and "crossover" (runs of the engine
+// point", "neighbour scan" (an untried one-knob neighbour of a good candidate), "knob marginals"
+// (the knob values the fastest candidates share, engine/knob_marginals), "cost model" (ranked
+// first by the learned model), "random", "mutation" and "crossover" (runs of the engine
 // before the cost model), or "other" for an operator this evo does not know.
 std::string_view Provenance(std::string_view operator_name);
 

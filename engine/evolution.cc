@@ -7,6 +7,8 @@
 #include <string>
 #include <utility>
 
+#include "engine/knob_marginals.h"
+
 namespace evo {
 namespace {
 
@@ -180,6 +182,8 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
       static_cast<int>(std::lround(options_.random_share * static_cast<double>(count)));
   const int neighbour_count =
       static_cast<int>(std::floor(options_.neighbour_share * static_cast<double>(count)));
+  const int marginal_count =
+      static_cast<int>(std::lround(options_.marginal_share * static_cast<double>(count)));
 
   // One-knob neighbours, best-ranked first: of the incumbent until they are all measured, then
   // of the next best measured candidate, and so on. Fast kernels sit at the edge of what the
@@ -311,6 +315,26 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
   }
   std::erase_if(pool, [&](const Ranked& ranked) { return seen.count(ranked.genome) > 0; });
   std::stable_sort(pool.begin(), pool.end(), Better);
+
+  // The configurations whose knob values the fastest candidates share most, each knob read
+  // alone (engine/knob_marginals): where the model is still unsure of the best's region, they
+  // combine what each knob's fastest value says. Ties keep the model's order.
+  {
+    const KnobMarginals marginals(space_.manifest(), history);
+    std::vector<double> ratio(pool.size());
+    std::vector<size_t> order(pool.size());
+    for (size_t i = 0; i < pool.size(); ++i) {
+      ratio[i] = marginals.LogRatio(pool[i].genome);
+      order[i] = i;
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return ratio[a] > ratio[b]; });
+    int marginal_taken = 0;
+    for (size_t i : order) {
+      if (marginal_taken >= marginal_count) break;
+      if (propose(pool[i], "marginal")) ++marginal_taken;
+    }
+  }
 
   // The best-ranked, leaving room for the random share. The generation's candidates are
   // measured before the model learns from any of them, so they should not all bet on one

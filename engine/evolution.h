@@ -22,6 +22,11 @@ struct EvolutionOptions {
   // neighbour unmeasured for long, whatever the model believes. The model ranks a neighbour of
   // the best low where it saw failures nearby, and that is where fast kernels are.
   double neighbour_share = 0.375;
+  // Of each generation after the first: this share goes to the unexplored configurations whose
+  // knob values are most often those of the fastest candidates, each knob read alone
+  // (engine/knob_marginals), after the neighbours and before the model's picks. Per-knob counts
+  // settle on the values fast configurations share sooner than the model's joint forecasts do.
+  double marginal_share = 0.125;
   // Of each generation after the first: this share is drawn uniformly from the unexplored
   // configurations, so a model that is sure and wrong keeps meeting counterexamples.
   double random_share = 0.125;
@@ -38,9 +43,10 @@ struct EvolutionOptions {
 // are hints, when more). Every later generation is chosen by a cost model
 // (engine/cost_model.h) fitted on every finished candidate of the run: the unexplored
 // configurations (the whole space where it is small, else a pool of children of the best) are
-// ranked by expected improvement over the best time, weighed by the chance that they compile
-// and run, and the generation takes the incumbent's best-ranked unexplored one-knob
-// neighbours, then the best-ranked of the rest, then a few random ones. A configuration
+// ranked by expected improvement over the best time, and the generation takes the incumbent's
+// best-ranked unexplored one-knob neighbours, then the configurations whose knob values the
+// fastest candidates share most (engine/knob_marginals), then the best-ranked of the rest, then a
+// few random ones. A configuration
 // already in the history or earlier in the same generation is never proposed again.
 //
 // Deterministic: the proposals depend only on (seed, generation, history), so a run resumed

@@ -239,6 +239,10 @@ TEST_CASE("children are valid, new, and name their operator and parents", "[engi
                           std::to_string(value)) != std::string::npos);
         }
         CHECK(changed == 1);
+      } else if (StartsWith(name, "marginal")) {
+        ++operators["marginal"];
+        CHECK(name.find(" us)") != std::string::npos);
+        CHECK_FALSE(proposal.parent1);
       } else if (StartsWith(name, "model")) {
         ++operators["model"];
         // The forecast it was chosen on.
@@ -252,10 +256,11 @@ TEST_CASE("children are valid, new, and name their operator and parents", "[engi
   }
   CHECK(operators["neighbour"] > 20);
   CHECK(operators["model"] > 100);
+  CHECK(operators["marginal"] > 20);
   CHECK(operators["random"] > 20);
 }
 
-TEST_CASE("each generation's shares: the incumbent's neighbours, the model's best, random ones",
+TEST_CASE("each generation's shares: neighbours, marginals, the model's best, random ones",
           "[engine]") {
   Simulation simulation(12);
   simulation.Step(40);
@@ -265,11 +270,15 @@ TEST_CASE("each generation's shares: the incumbent's neighbours, the model's bes
       const std::string& name = proposal.operator_name;
       ++operators[name.substr(0, name.find(' '))];
     }
-    // Of 40: 15 neighbours (three eighths), 5 random (an eighth), the model the rest.
+    // Of 40: 15 neighbours (three eighths), 5 by the knobs' marginals and 5 random (an eighth
+    // each), the model the rest.
     CHECK(operators["neighbour"] <= 15);
+    CHECK(operators["marginal"] == 5);
     CHECK(operators["random"] == 5);
-    CHECK(operators["model"] >= 20);
-    CHECK(operators["neighbour"] + operators["random"] + operators["model"] == 40);
+    CHECK(operators["model"] >= 15);
+    CHECK(operators["neighbour"] + operators["marginal"] + operators["random"] +
+              operators["model"] ==
+          40);
   }
 }
 
@@ -409,12 +418,20 @@ TEST_CASE("the model steers away from configurations like those that failed", "[
   Evolution evolution(SdpaSpace(), 4);
   int model = 0;
   int persistent = 0;
+  int marginal = 0;
   for (const Proposal& proposal : evolution.Propose(1, 40, history, {})) {
+    if (StartsWith(proposal.operator_name, "marginal")) {
+      // Per-knob counts put PERSISTENT=1 among the others only.
+      ++marginal;
+      CHECK(proposal.genome.at("PERSISTENT") == 0);
+    }
     if (!StartsWith(proposal.operator_name, "model")) continue;
     ++model;
     if (proposal.genome.at("PERSISTENT") == 1) ++persistent;
   }
-  REQUIRE(model >= 20);  // 15 of 40 go to the best's neighbours, 5 are random
+  CHECK(marginal == 5);
+  // 15 of 40 go to the best's neighbours, 5 by the marginals, 5 are random.
+  REQUIRE(model >= 15);
   CHECK(persistent * 5 < model);
 }
 

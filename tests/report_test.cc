@@ -224,10 +224,12 @@ TEST_CASE("evo report of a replayed run renders in Chromium with every candidate
 
   const std::string html = ReadFile(out);
   // How the engine made each candidate has a name in the page: its first generation is the
-  // default and random ones, later ones come from the neighbour scan, the cost model and
-  // random draws; none is "other", which the report keeps for operators it does not know.
+  // default and random ones, later ones come from the neighbour scan, the knob marginals, the
+  // cost model and random draws; none is "other", which the report keeps for operators it does
+  // not know.
   CHECK(html.find("\"made\":\"default\"") != std::string::npos);
   CHECK(html.find("\"made\":\"neighbour scan\"") != std::string::npos);
+  CHECK(html.find("\"made\":\"knob marginals\"") != std::string::npos);
   CHECK(html.find("\"made\":\"cost model\"") != std::string::npos);
   CHECK(html.find("\"made\":\"random\"") != std::string::npos);
   CHECK(html.find("\"made\":\"other\"") == std::string::npos);

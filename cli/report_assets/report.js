@@ -25,6 +25,7 @@
     'default': '#1f77b4',
     'starting point': '#9467bd',
     'neighbour scan': '#17becf',
+    'knob marginals': '#e377c2',
     'cost model': '#2ca02c',
     'mutation': '#bcbd22',
     'crossover': '#ff7f0e',
