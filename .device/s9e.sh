@@ -1,17 +1,10 @@
 #!/usr/bin/env bash
 # The rescale of O under Q K_j^T (new) against between the MMAs (old), under ncu at base clocks,
-# and the new one through the gates on other problems.
+# and the new one through the gates on other problems. .device/tmp_old was a copy of
+# kernel_templates/sdpa_hopper at 48c328a (without starting_points.json), written before the run.
 set -u
-E=build-bundle/evo
+source .device/ncu_prof.sh
 rm -rf /tmp/new && mkdir -p /tmp/new && cp -r kernel_templates/sdpa_hopper /tmp/new/ && rm /tmp/new/sdpa_hopper/starting_points.json
-M=sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second
-prof() {  # label, folder, shape, settings...
-  local label=$1 dir=$2 shape=$3; shift 3
-  local args=""; for s in "$@"; do args="$args --set $s"; done
-  timeout 150 ncu --target-processes all --metrics $M -k regex:sdpa_hopper_fwd --launch-skip 30 -c 1 \
-    $E --templates $dir bench --template sdpa_hopper --shape $shape $args > $OUT/ncu.txt 2>&1
-  echo "$label $shape $*: $(grep -E "pct_of_peak|duration|per_second" $OUT/ncu.txt | sed 's/  */ /g' | tr '\n' ';')"
-}
 for cfg in "PINGPONG=0" "PINGPONG=1"; do
   for v in old new new old; do
     d=/tmp/new; [ $v = old ] && d=.device/tmp_old

@@ -61,11 +61,6 @@ void AddDbOption(CLI::App& app, ShowOptions& options) {
   app.add_flag("--json", options.json, "print JSON");
 }
 
-// What the device's figures that an export leaves in its expressions stand for.
-constexpr const char* kNumSmsDoc = "the device's multiprocessor count";
-constexpr const char* kCtasPerSmDoc =
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor of the entry with block and dynamic_smem_bytes";
-
 // A tensor's shape and bytes for these bindings. A scratch shape sized by the device (NUM_SMS)
 // keeps it, as a grid does: its extents that need it, and its bytes, are expressions, and
 // "shape_bindings" says what NUM_SMS stands for.
@@ -76,17 +71,12 @@ void TensorToJson(const KernelArgSpec& arg, const Bindings& bindings, Json& para
   int64_t elements = 1;
   for (const Expression& dim : arg.shape) {
     product += "(" + dim.text() + ") * ";
-    if (arg.kind != KernelArgSpec::Kind::kScratch) {
-      const int64_t extent = dim.Evaluate(bindings);
-      param["shape"].push_back(extent);
-      elements *= extent;
-      continue;
-    }
     try {
       const int64_t extent = dim.Evaluate(bindings);
       param["shape"].push_back(extent);
       elements *= extent;
     } catch (const Error&) {
+      if (arg.kind != KernelArgSpec::Kind::kScratch) throw;
       param["shape"].push_back(dim.Fold(bindings));  // throws unless NUM_SMS is what is missing
       needs_device = true;
     }

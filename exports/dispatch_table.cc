@@ -125,7 +125,7 @@ Json ArgToJson(const KernelArgSpec& arg, const KernelSpec& kernel, const Folder&
     }
     param["shape"] = shape;
     param["zero"] = ScratchZeroName(arg.zero);
-    if (needs_device) param["shape_bindings"] = {{"NUM_SMS", "the device's multiprocessor count"}};
+    if (needs_device) param["shape_bindings"] = {{"NUM_SMS", kNumSmsDoc}};
   } else {
     for (const Expression& extent : arg.shape) shape.push_back(folder.Fold(extent, field));
     param["shape"] = shape;

@@ -211,6 +211,10 @@ inline constexpr std::array<std::string_view, 2> kLaunchBindings = {"NUM_SMS", "
 // kernel keeps per-CTA partial results in scratch of NUM_SMS rows. CTAS_PER_SM is not among
 // them: it is one kernel's occupancy, and scratch is shared by name by every kernel of a call.
 inline constexpr std::array<std::string_view, 1> kScratchBindings = {"NUM_SMS"};
+// What each launch binding stands for, as exports write it beside an expression that keeps it.
+inline constexpr std::string_view kNumSmsDoc = "the device's multiprocessor count";
+inline constexpr std::string_view kCtasPerSmDoc =
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor of the entry with block and dynamic_smem_bytes";
 
 // Reads a manifest's JSON text; `read_source` returns the text of a file of the template's
 // folder. Every expression is parsed and every name it uses checked here, so a broken manifest

@@ -163,18 +163,11 @@ TEST_CASE("warps per SM follow registers, threads and shared memory", "[engine][
   CHECK(WarpsPerSm(255, -1, 0, kSmem) == -1);
 }
 
-const SearchSpace& SdpaSpace() {
-  static const SearchSpace space(test::SdpaManifestWithoutSplitKnobs(),
-                                 DefaultProblem(test::SdpaManifestWithoutSplitKnobs()),
-                                 ArchByName("sm_90"));
-  return space;
-}
-
 TEST_CASE(
     "the feature map holds knob positions, derived values, threads, shared memory and budgets",
     "[engine][model]") {
-  const FeatureMap features(SdpaSpace());
-  const Manifest& manifest = SdpaSpace().manifest();
+  const FeatureMap features(test::SdpaSpaceWithoutSplitKnobs());
+  const Manifest& manifest = test::SdpaSpaceWithoutSplitKnobs().manifest();
   const std::vector<std::string>& names = features.names();
   // sdpa_fp16's budgets: smem_fits_block, accumulators_fit_registers, splits_have_keys.
   REQUIRE(names.size() == manifest.knobs.size() + manifest.derived.size() + 2 + 3);
@@ -202,7 +195,7 @@ TEST_CASE(
 }
 
 TEST_CASE("budgets are the constraints that hold a quantity under a bound", "[engine][model]") {
-  Manifest manifest = SdpaSpace().manifest();
+  Manifest manifest = test::SdpaSpaceWithoutSplitKnobs().manifest();
   const auto constraint = [](const char* name, const char* text) {
     return ConstraintSpec{name, Expression::Parse(text), ""};
   };
@@ -230,9 +223,7 @@ TEST_CASE("budgets are the constraints that hold a quantity under a bound", "[en
 struct SyntheticKernel {
   double Time(const Genome& g) const {
     const auto position = [&](const std::string& knob) {
-      const std::vector<int64_t>& values = SdpaSpace().manifest().FindKnob(knob)->values;
-      return static_cast<double>(std::find(values.begin(), values.end(), g.at(knob)) -
-                                 values.begin());
+      return static_cast<double>(test::SdpaKnobPosition(knob, g));
     };
     const auto square = [](double x) { return x * x; };
     return 20 + 3 * square(position("BLOCK_M") - 3) + 2 * square(position("BLOCK_N") - 2) +
@@ -268,7 +259,7 @@ struct SyntheticKernel {
 TEST_CASE("the cost model learns a synthetic landscape: times, registers and failures",
           "[engine][model]") {
   const SyntheticKernel kernel;
-  const std::vector<Genome> all = SdpaSpace().Enumerate();
+  const std::vector<Genome> all = test::SdpaSpaceWithoutSplitKnobs().Enumerate();
   REQUIRE(all.size() > 500);
   // 150 configurations drawn at random are the history; the rest are to be ranked.
   std::vector<Genome> order = all;
@@ -281,7 +272,7 @@ TEST_CASE("the cost model learns a synthetic landscape: times, registers and fai
   for (size_t i = 0; i < kHistory; ++i) {
     history.push_back(kernel.Record(static_cast<int64_t>(i) + 1, order[i]));
   }
-  const FeatureMap features(SdpaSpace());
+  const FeatureMap features(test::SdpaSpaceWithoutSplitKnobs());
   CostModel model(features);
   model.Fit(history, random);
   CHECK(model.timed() + model.failed() == static_cast<int>(kHistory));

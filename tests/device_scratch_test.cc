@@ -73,31 +73,13 @@ TEST_CASE(
                     Catch::Contains("unknown name 'NUM_SMS'"));
 }
 
-// A run of sm_scratch in a new database under `dir` with one pending candidate of these
-// settings; returns the candidate's id.
-int64_t StoreCandidate(const std::filesystem::path& db, const KernelTemplate& sm_scratch,
-                       const char* settings) {
-  PopulationStore store(db, PopulationStore::Access::kReadWrite);
-  RunSpec spec;
-  spec.template_name = "sm_scratch";
-  spec.template_hash = sm_scratch.source_hash;
-  spec.problem = CompleteProblem(sm_scratch.manifest, {{"N", 36000}});
-  spec.arch = "sm_90";
-  spec.device = "NVIDIA H100 80GB HBM3";
-  spec.evaluator = "gpu";
-  spec.budget = 2;
-  const int64_t run = store.CreateRun(spec);
-  Proposal proposal;
-  proposal.genome = test::GenomeFromSettings(sm_scratch.manifest, settings);
-  proposal.operator_name = "default";
-  return store.AddPending(run, 0, {{"config", proposal}}).at(0);
-}
-
 // launch.json of `evo export` for the candidate of these settings.
 Json ExportedLaunch(const test::TempDir& dir, const char* settings) {
   const TemplateLibrary library = TemplateLibrary::Load({kSmScratch});
   const auto db = dir.path() / (std::string(settings) + ".db");
-  const int64_t candidate = StoreCandidate(db, library.Find("sm_scratch"), settings);
+  const KernelTemplate& sm_scratch = library.Find("sm_scratch");
+  const int64_t candidate = test::StoreOneCandidate(
+      db, sm_scratch, CompleteProblem(sm_scratch.manifest, {{"N", 36000}}), settings);
   const auto out = dir.path() / settings;
   const auto exported = test::RunEvo(
       {"export", std::to_string(candidate), "--out", out.string(), "--db", db.string(),

@@ -15,25 +15,15 @@ namespace {
 // Without the split-KV knobs, whose values only matter for grouped heads and short queries.
 const Manifest& SdpaManifest() { return test::SdpaManifestWithoutSplitKnobs(); }
 
-const SearchSpace& SdpaSpace() {
-  static const SearchSpace space(SdpaManifest(), DefaultProblem(SdpaManifest()),
-                                 ArchByName("sm_90"));
-  return space;
-}
-
-int64_t Position(const std::string& knob, const Genome& genome) {
-  const std::vector<int64_t>& values = SdpaManifest().FindKnob(knob)->values;
-  return std::find(values.begin(), values.end(), genome.at(knob)) - values.begin();
-}
-
 // A made-up kernel time with one best configuration (BLOCK_M=128 BLOCK_N=64 NUM_WARPS=4
 // STAGES=3 FAST_EXP=1 PERSISTENT=0), smooth around it, and an interaction between the tiles.
 double Objective(const Genome& g) {
   const auto square = [](int64_t x) { return static_cast<double>(x * x); };
-  const int64_t m = Position("BLOCK_M", g);
-  const int64_t n = Position("BLOCK_N", g);
-  return 20 + 3 * square(m - 3) + 2 * square(n - 2) + 2 * square(Position("NUM_WARPS", g) - 2) +
-         square(Position("STAGES", g) - 2) + 4.0 * (1 - g.at("FAST_EXP")) +
+  const int64_t m = test::SdpaKnobPosition("BLOCK_M", g);
+  const int64_t n = test::SdpaKnobPosition("BLOCK_N", g);
+  return 20 + 3 * square(m - 3) + 2 * square(n - 2) +
+         2 * square(test::SdpaKnobPosition("NUM_WARPS", g) - 2) +
+         square(test::SdpaKnobPosition("STAGES", g) - 2) + 4.0 * (1 - g.at("FAST_EXP")) +
          1.5 * static_cast<double>(g.at("PERSISTENT")) +
          0.5 * std::abs(static_cast<double>(m + n - 5));
 }
@@ -44,7 +34,7 @@ double Objective(const Genome& g) {
 class Simulation {
  public:
   Simulation(uint64_t seed, EvolutionOptions options = {}, int elite_size = 3)
-      : evolution_(SdpaSpace(), seed, options), elite_size_(elite_size) {}
+      : evolution_(test::SdpaSpaceWithoutSplitKnobs(), seed, options), elite_size_(elite_size) {}
 
   // The proposals of the next generation, recorded as finished candidates.
   std::vector<Proposal> Step(int count) {
@@ -134,12 +124,12 @@ TEST_CASE("generation 0 is the default, the starting points, then random configu
   REQUIRE(proposals.size() == 16);
   CHECK(proposals[0].genome == DefaultGenome(SdpaManifest()));
   CHECK(proposals[0].operator_name == "default");
-  const std::vector<Genome> starts = ValidStartingPoints(SdpaSpace());
+  const std::vector<Genome> starts = ValidStartingPoints(test::SdpaSpaceWithoutSplitKnobs());
   REQUIRE(SdpaManifest().starting_points.size() >= 2);
   REQUIRE(starts.size() == SdpaManifest().starting_points.size());  // all valid at D=64
   std::set<Genome> distinct;
   for (size_t i = 0; i < proposals.size(); ++i) {
-    CHECK(SdpaSpace().IsValid(proposals[i].genome));
+    CHECK(test::SdpaSpaceWithoutSplitKnobs().IsValid(proposals[i].genome));
     CHECK_FALSE(proposals[i].parent1);
     if (i >= 1 && i <= starts.size()) {
       CHECK(proposals[i].genome == starts[i - 1]);
@@ -152,7 +142,7 @@ TEST_CASE("generation 0 is the default, the starting points, then random configu
 }
 
 TEST_CASE("generation 0 is smaller than the later ones, and keeps every hint", "[engine]") {
-  const std::vector<Genome> starts = ValidStartingPoints(SdpaSpace());
+  const std::vector<Genome> starts = ValidStartingPoints(test::SdpaSpaceWithoutSplitKnobs());
   REQUIRE(starts.size() == 6);
   for (const int size : {1, 4, 7, 8, 10}) {
     INFO("first_generation_size " << size);
@@ -221,7 +211,7 @@ TEST_CASE("children are valid, new, and name their operator and parents", "[engi
     }
     for (const Proposal& proposal : simulation.Step(16)) {
       INFO(proposal.operator_name);
-      REQUIRE(SdpaSpace().IsValid(proposal.genome));
+      REQUIRE(test::SdpaSpaceWithoutSplitKnobs().IsValid(proposal.genome));
       REQUIRE(seen.insert(proposal.genome).second);
       const std::string& name = proposal.operator_name;
       if (StartsWith(name, "neighbour ")) {
@@ -296,7 +286,7 @@ TEST_CASE("the incumbent's one-knob neighbourhood is scanned completely, best-ra
       Genome genome = best.proposal.genome;
       if (genome.at(knob.name) == value) continue;
       genome[knob.name] = value;
-      if (!SdpaSpace().IsValid(genome)) continue;
+      if (!test::SdpaSpaceWithoutSplitKnobs().IsValid(genome)) continue;
       ++neighbours;
       INFO(FormatGenome(SdpaManifest(), genome));
       CHECK(tried.count(genome) == 1);
@@ -339,12 +329,12 @@ TEST_CASE("after the incumbent, the neighbourhoods scanned are of candidates two
 
 TEST_CASE("the search never repeats itself and exhausts the space", "[engine]") {
   Simulation simulation(3);
-  const size_t valid = SdpaSpace().Enumerate().size();
+  const size_t valid = test::SdpaSpaceWithoutSplitKnobs().Enumerate().size();
   std::set<Genome> seen;
   for (int generation = 0; generation < 200; ++generation) {
     const std::vector<Proposal> proposals = simulation.Step(40);
     for (const Proposal& proposal : proposals) {
-      REQUIRE(SdpaSpace().IsValid(proposal.genome));
+      REQUIRE(test::SdpaSpaceWithoutSplitKnobs().IsValid(proposal.genome));
       REQUIRE(seen.insert(proposal.genome).second);
     }
     if (generation > 0 && proposals.size() < 40) break;  // the first is smaller
@@ -376,7 +366,7 @@ TEST_CASE("the same seed proposes the same, another seed otherwise", "[engine]")
 TEST_CASE("a resumed engine proposes what the uninterrupted one would", "[engine]") {
   Simulation simulation(5);
   for (int generation = 0; generation < 4; ++generation) simulation.Step(10);
-  Evolution fresh(SdpaSpace(), 5);
+  Evolution fresh(test::SdpaSpaceWithoutSplitKnobs(), 5);
   const std::vector<Proposal> resumed =
       fresh.Propose(4, 10, simulation.history(), simulation.Elite());
   const std::vector<Proposal> continued = simulation.Step(10);
@@ -388,7 +378,7 @@ TEST_CASE("a resumed engine proposes what the uninterrupted one would", "[engine
 }
 
 TEST_CASE("without a history a later generation is random", "[engine]") {
-  Evolution evolution(SdpaSpace(), 8);
+  Evolution evolution(test::SdpaSpaceWithoutSplitKnobs(), 8);
   const std::vector<Proposal> proposals = evolution.Propose(3, 12, {}, {});
   REQUIRE(proposals.size() == 12);
   for (const Proposal& proposal : proposals) CHECK(proposal.operator_name == "random");
@@ -402,7 +392,7 @@ TEST_CASE("the model steers away from configurations like those that failed", "[
   while (history.size() < 40) {
     CandidateRecord record;
     record.id = static_cast<int64_t>(history.size()) + 1;
-    record.proposal.genome = *SdpaSpace().Sample(random);
+    record.proposal.genome = *test::SdpaSpaceWithoutSplitKnobs().Sample(random);
     record.state = CandidateState::kFinished;
     if (record.proposal.genome.at("PERSISTENT") == 1) {
       record.outcome.status = Status::kRuntimeError;
@@ -415,7 +405,7 @@ TEST_CASE("the model steers away from configurations like those that failed", "[
     }
     history.push_back(record);
   }
-  Evolution evolution(SdpaSpace(), 4);
+  Evolution evolution(test::SdpaSpaceWithoutSplitKnobs(), 4);
   int model = 0;
   int persistent = 0;
   int marginal = 0;
@@ -438,7 +428,8 @@ TEST_CASE("the model steers away from configurations like those that failed", "[
 TEST_CASE("the search beats random sampling on a synthetic objective", "[engine]") {
   // Rank of a time among every valid configuration's, 0 for the best.
   std::vector<double> all;
-  for (const Genome& genome : SdpaSpace().Enumerate()) all.push_back(Objective(genome));
+  for (const Genome& genome : test::SdpaSpaceWithoutSplitKnobs().Enumerate())
+    all.push_back(Objective(genome));
   std::sort(all.begin(), all.end());
   const auto rank = [&](double best) {
     return static_cast<double>(std::lower_bound(all.begin(), all.end(), best) - all.begin());

@@ -66,6 +66,20 @@ const Json* FindConstraint(const Json& plan, const std::string& name) {
   return nullptr;
 }
 
+// Builds tests/data/export/describe_calls.cc against the C++ package written in dir / "cpp" into
+// dir / "describe" (warnings as errors).
+test::CommandResult BuildDescribeCalls(const std::filesystem::path& dir) {
+  const std::filesystem::path cpp = dir / "cpp";
+  const std::filesystem::path data = test::SourceDir() / "tests" / "data" / "export";
+  return test::RunProgram(
+      "g++",
+      {"-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-I", (cpp / "include").string(), "-I",
+       "/usr/local/cuda/include", (cpp / "src" / "evo_attention.cc").string(),
+       (cpp / "src" / "evo_attention_data.cc").string(), (data / "describe_calls.cc").string(),
+       "-ldl", "-o", (dir / "describe").string()},
+      dir);
+}
+
 TEST_CASE("a kernel's plan keeps the call's sizes as expressions and folds what the compile fixed",
           "[export]") {
   const TemplateLibrary library = TemplateLibrary::Load({});
@@ -302,14 +316,7 @@ TEST_CASE("the exported Python and C++ dispatch agree on every call: exact, near
                        dir.path());
   INFO(python.err);
   REQUIRE(python.exit_code == 0);
-  const std::filesystem::path cpp = dir.path() / "cpp";
-  const test::CommandResult build = test::RunProgram(
-      "g++",
-      {"-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-I", (cpp / "include").string(), "-I",
-       "/usr/local/cuda/include", (cpp / "src" / "evo_attention.cc").string(),
-       (cpp / "src" / "evo_attention_data.cc").string(), (data / "describe_calls.cc").string(),
-       "-ldl", "-o", (dir.path() / "describe").string()},
-      dir.path());
+  const test::CommandResult build = BuildDescribeCalls(dir.path());
   INFO(build.err);
   REQUIRE(build.exit_code == 0);
   const test::CommandResult native =
@@ -471,14 +478,7 @@ TEST_CASE(
   test::WriteFile(dir.path() / "calls.txt",
                   "2 8 8 512 512 64 0 f16 f16 90\n2 8 8 512 512 128 0 f16 f16 90\n");
   const std::filesystem::path data = test::SourceDir() / "tests" / "data" / "export";
-  const std::filesystem::path cpp = dir.path() / "cpp";
-  const test::CommandResult build = test::RunProgram(
-      "g++",
-      {"-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-I", (cpp / "include").string(), "-I",
-       "/usr/local/cuda/include", (cpp / "src" / "evo_attention.cc").string(),
-       (cpp / "src" / "evo_attention_data.cc").string(), (data / "describe_calls.cc").string(),
-       "-ldl", "-o", (dir.path() / "describe").string()},
-      dir.path());
+  const test::CommandResult build = BuildDescribeCalls(dir.path());
   INFO(build.err);
   REQUIRE(build.exit_code == 0);
   // Two GPUs of different sizes: the scratch follows each one's count, as the grid does.

@@ -14,23 +14,13 @@ namespace {
 
 const Manifest& SdpaManifest() { return test::SdpaManifestWithoutSplitKnobs(); }
 
-const SearchSpace& SdpaSpace() {
-  static const SearchSpace space(SdpaManifest(), DefaultProblem(SdpaManifest()),
-                                 ArchByName("sm_90"));
-  return space;
-}
-
-int64_t Position(const std::string& knob, const Genome& genome) {
-  const std::vector<int64_t>& values = SdpaManifest().FindKnob(knob)->values;
-  return std::find(values.begin(), values.end(), genome.at(knob)) - values.begin();
-}
-
 // A landscape where each knob's best value alone points at the best configuration (BLOCK_M
 // position 3, BLOCK_N 2, NUM_WARPS 2, FAST_EXP=1, PERSISTENT=0), as on sdpa_fp8's recording.
 double Separable(const Genome& g) {
   const auto square = [](int64_t x) { return static_cast<double>(x * x); };
-  return 20 + 3 * square(Position("BLOCK_M", g) - 3) + 2 * square(Position("BLOCK_N", g) - 2) +
-         2 * square(Position("NUM_WARPS", g) - 2) +
+  return 20 + 3 * square(test::SdpaKnobPosition("BLOCK_M", g) - 3) +
+         2 * square(test::SdpaKnobPosition("BLOCK_N", g) - 2) +
+         2 * square(test::SdpaKnobPosition("NUM_WARPS", g) - 2) +
          4.0 * static_cast<double>(1 - g.at("FAST_EXP")) +
          1.5 * static_cast<double>(g.at("PERSISTENT"));
 }
@@ -55,7 +45,7 @@ CandidateRecord Finished(int64_t id, const Genome& genome, std::optional<double>
 
 TEST_CASE("per-knob marginals rank the configuration that combines each knob's best value first",
           "[engine][model]") {
-  std::vector<Genome> all = SdpaSpace().Enumerate();
+  std::vector<Genome> all = test::SdpaSpaceWithoutSplitKnobs().Enumerate();
   REQUIRE(all.size() > 500);
   Random random(5);
   for (size_t i = all.size(); i > 1; --i)

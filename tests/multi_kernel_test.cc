@@ -342,23 +342,8 @@ TEST_CASE(
   const TemplateLibrary library = TemplateLibrary::Load({templates});
   const KernelTemplate& two = library.Find("two_kernels");
   const auto db = dir.path() / "evo.db";
-  int64_t candidate = 0;
-  {
-    PopulationStore store(db, PopulationStore::Access::kReadWrite);
-    RunSpec spec;
-    spec.template_name = "two_kernels";
-    spec.template_hash = two.source_hash;
-    spec.problem = CompleteProblem(two.manifest, {{"N", 1000}});
-    spec.arch = "sm_90";
-    spec.device = "NVIDIA H100 80GB HBM3";
-    spec.evaluator = "gpu";
-    spec.budget = 1;
-    const int64_t run = store.CreateRun(spec);
-    Proposal proposal;
-    proposal.genome = test::GenomeFromSettings(two.manifest, "THREADS=64");
-    proposal.operator_name = "default";
-    candidate = store.AddPending(run, 0, {{"config", proposal}}).at(0);
-  }
+  const int64_t candidate =
+      test::StoreOneCandidate(db, two, CompleteProblem(two.manifest, {{"N", 1000}}), "THREADS=64");
   const auto out = dir.path() / "export";
   const auto exported = test::RunEvo(
       {"export", std::to_string(candidate), "--out", out.string(), "--db", db.string(),

@@ -513,33 +513,13 @@ TEST_CASE("kill -9 of a run on three simulated GPUs resumes into the one-GPU sea
   CHECK(StoredGenomes(db, 1) == StoredGenomes(reference_db, 1));
 }
 
-// A database holding one run of the template on the problem, on an H100, with one pending
-// candidate of these knob settings; returns the candidate's id.
-int64_t StoreOneCandidate(const std::filesystem::path& db, const KernelTemplate& kernel_template,
-                          const Problem& problem, const char* settings) {
-  PopulationStore store(db, PopulationStore::Access::kReadWrite);
-  RunSpec spec;
-  spec.template_name = kernel_template.manifest.name;
-  spec.template_hash = kernel_template.source_hash;
-  spec.problem = problem;
-  spec.arch = "sm_90";
-  spec.device = "NVIDIA H100 80GB HBM3";
-  spec.evaluator = "gpu";
-  spec.budget = 1;
-  const int64_t run = store.CreateRun(spec);
-  Proposal proposal;
-  proposal.genome = test::GenomeFromSettings(kernel_template.manifest, settings);
-  proposal.operator_name = "default";
-  return store.AddPending(run, 0, {{"config", proposal}}).at(0);
-}
-
 TEST_CASE("evo export writes a cubin, its source and a launch description", "[cli][nvrtc]") {
   test::TempDir dir;
   const auto db = dir.path() / "evo.db";
   const TemplateLibrary library = TemplateLibrary::Load({});
   const KernelTemplate& sdpa = library.Find("sdpa_fp16");
-  const int64_t candidate = StoreOneCandidate(db, sdpa, DefaultProblem(sdpa.manifest),
-                                              "BLOCK_M=128 NUM_WARPS=8 STAGES=3 PERSISTENT=1");
+  const int64_t candidate = test::StoreOneCandidate(
+      db, sdpa, DefaultProblem(sdpa.manifest), "BLOCK_M=128 NUM_WARPS=8 STAGES=3 PERSISTENT=1");
   const auto out = dir.path() / "export";
   const auto exported = RunEvo({"export", std::to_string(candidate), "--out", out.string(), "--db",
                                 db.string(), "--cache-dir", (dir.path() / "cache").string()},
@@ -592,7 +572,7 @@ TEST_CASE("evo export of an sdpa_fp8 candidate with an e4m3 Q lists the argument
   const KernelTemplate& fp8 = library.Find("sdpa_fp8");
   Problem problem = DefaultProblem(fp8.manifest);
   problem["Q_FP8"] = 1;
-  const int64_t candidate = StoreOneCandidate(db, fp8, problem, "QK_FP8_MMA=1");
+  const int64_t candidate = test::StoreOneCandidate(db, fp8, problem, "QK_FP8_MMA=1");
   const auto out = dir.path() / "export";
   const auto exported = RunEvo({"export", std::to_string(candidate), "--out", out.string(), "--db",
                                 db.string(), "--cache-dir", (dir.path() / "cache").string()},

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,12 @@ const SplitCase kStreamKCases[] = {
     {"PERSISTENT=1 STREAM_K=1 BLOCK_N=160 TMA_STORE=0 PINGPONG=0",
      {4, 16, 16, 4096, 4096, 128, 0, 1}},
 };
+
+// The problem a SplitCase is meant for.
+Problem CaseProblem(const Manifest& manifest, const SplitCase& c) {
+  const int64_t* p = c.problem;
+  return GroupedProblem(manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+}
 
 // Configurations in which every value of every knob appears, each with a problem (D, dtype,
 // causal) that rotates, so that a few dozen compiles cover the space's axes.
@@ -192,29 +199,18 @@ TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations wit
   const TemplateLibrary library = TemplateLibrary::Load({});
   const KernelTemplate& hopper = library.Find("sdpa_hopper");
   NvrtcCompiler compiler;
-  for (const SplitCase& c : kSplitCases) {
-    const int64_t* p = c.problem;
-    const Problem problem =
-        GroupedProblem(hopper.manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
-    INFO(c.settings << " on " << FormatProblem(hopper.manifest, problem));
-    const CompileOutcome outcome =
-        RunCompileGate(hopper, test::GenomeFromSettings(hopper.manifest, c.settings), problem,
-                       ArchByName("sm_90"), compiler, {});
-    INFO(outcome.reason << "\n" << outcome.compiled.log);
-    REQUIRE(outcome.status == Status::kCompiled);
-    CHECK(outcome.resources->spill_stores == 0);
-  }
-  for (const SplitCase& c : kStreamKCases) {
-    const int64_t* p = c.problem;
-    const Problem problem =
-        GroupedProblem(hopper.manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
-    INFO(c.settings << " on " << FormatProblem(hopper.manifest, problem));
-    const CompileOutcome outcome =
-        RunCompileGate(hopper, test::GenomeFromSettings(hopper.manifest, c.settings), problem,
-                       ArchByName("sm_90"), compiler, {});
-    INFO(outcome.reason << "\n" << outcome.compiled.log);
-    REQUIRE(outcome.status == Status::kCompiled);
-    CHECK(outcome.resources->spill_stores == 0);
+  for (const std::span<const SplitCase> cases :
+       {std::span<const SplitCase>(kSplitCases), std::span<const SplitCase>(kStreamKCases)}) {
+    for (const SplitCase& c : cases) {
+      const Problem problem = CaseProblem(hopper.manifest, c);
+      INFO(c.settings << " on " << FormatProblem(hopper.manifest, problem));
+      const CompileOutcome outcome =
+          RunCompileGate(hopper, test::GenomeFromSettings(hopper.manifest, c.settings), problem,
+                         ArchByName("sm_90"), compiler, {});
+      INFO(outcome.reason << "\n" << outcome.compiled.log);
+      REQUIRE(outcome.status == Status::kCompiled);
+      CHECK(outcome.resources->spill_stores == 0);
+    }
   }
   // The constraints of the new knobs, by name.
   const struct {
@@ -342,6 +338,26 @@ class HopperBench {
   WorkerSupervisor supervisor_;
 };
 
+// Runs each case through the gates, where each must be measured; returns how many were.
+int MeasureCases(HopperBench& bench, std::span<const SplitCase> cases,
+                 std::chrono::seconds deadline) {
+  const Manifest& manifest = bench.manifest("sdpa_hopper");
+  int measured = 0;
+  for (const SplitCase& c : cases) {
+    const Problem problem = CaseProblem(manifest, c);
+    INFO(c.settings << " on " << FormatProblem(manifest, problem));
+    const std::optional<GpuVerdict> verdict =
+        bench.Evaluate("sdpa_hopper", c.settings, problem, deadline);
+    REQUIRE(verdict.has_value());
+    INFO(ToString(verdict->status)
+         << ": " << verdict->correctness.failure << verdict->error << " max abs error "
+         << verdict->correctness.worst.max_abs_error);
+    CHECK(verdict->status == Status::kMeasured);
+    measured += verdict->status == Status::kMeasured;
+  }
+  return measured;
+}
+
 TEST_CASE("sdpa_hopper passes the gates across D, dtype, causal and odd lengths", "[gpu]") {
   if (!test::HaveGpuDriver()) {
     WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
@@ -392,22 +408,7 @@ TEST_CASE("sdpa_hopper passes the gates with split KV and grouped heads", "[gpu]
     WARN("skipped: sdpa_hopper needs an sm_90 GPU");
     return;
   }
-  const Manifest& manifest = bench.manifest("sdpa_hopper");
-  int measured = 0;
-  for (const SplitCase& c : kSplitCases) {
-    const int64_t* p = c.problem;
-    const Problem problem =
-        GroupedProblem(manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
-    INFO(c.settings << " on " << FormatProblem(manifest, problem));
-    const std::optional<GpuVerdict> verdict =
-        bench.Evaluate("sdpa_hopper", c.settings, problem, std::chrono::seconds(30));
-    REQUIRE(verdict.has_value());
-    INFO(ToString(verdict->status)
-         << ": " << verdict->correctness.failure << verdict->error << " max abs error "
-         << verdict->correctness.worst.max_abs_error);
-    CHECK(verdict->status == Status::kMeasured);
-    measured += verdict->status == Status::kMeasured;
-  }
+  const int measured = MeasureCases(bench, kSplitCases, std::chrono::seconds(30));
   WARN("sdpa_hopper split KV and grouped heads: " << measured << " of " << std::size(kSplitCases)
                                                   << " measured");
 }
@@ -422,22 +423,7 @@ TEST_CASE("sdpa_hopper passes the gates with stream-K tails", "[gpu]") {
     WARN("skipped: sdpa_hopper needs an sm_90 GPU");
     return;
   }
-  const Manifest& manifest = bench.manifest("sdpa_hopper");
-  int measured = 0;
-  for (const SplitCase& c : kStreamKCases) {
-    const int64_t* p = c.problem;
-    const Problem problem =
-        GroupedProblem(manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
-    INFO(c.settings << " on " << FormatProblem(manifest, problem));
-    const std::optional<GpuVerdict> verdict =
-        bench.Evaluate("sdpa_hopper", c.settings, problem, std::chrono::seconds(60));
-    REQUIRE(verdict.has_value());
-    INFO(ToString(verdict->status)
-         << ": " << verdict->correctness.failure << verdict->error << " max abs error "
-         << verdict->correctness.worst.max_abs_error);
-    CHECK(verdict->status == Status::kMeasured);
-    measured += verdict->status == Status::kMeasured;
-  }
+  const int measured = MeasureCases(bench, kStreamKCases, std::chrono::seconds(60));
   WARN("sdpa_hopper stream-K: " << measured << " of " << std::size(kStreamKCases) << " measured");
 }
 

@@ -172,4 +172,16 @@ const Manifest& SdpaManifestWithoutSplitKnobs() {
   return manifest;
 }
 
+const SearchSpace& SdpaSpaceWithoutSplitKnobs() {
+  static const SearchSpace space(SdpaManifestWithoutSplitKnobs(),
+                                 DefaultProblem(SdpaManifestWithoutSplitKnobs()),
+                                 ArchByName("sm_90"));
+  return space;
+}
+
+int64_t SdpaKnobPosition(const std::string& knob, const Genome& genome) {
+  const std::vector<int64_t>& values = SdpaManifestWithoutSplitKnobs().FindKnob(knob)->values;
+  return std::find(values.begin(), values.end(), genome.at(knob)) - values.begin();
+}
+
 }  // namespace evo::test

@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/search_space.h"
+#include "kernel_templates/genome.h"
 #include "kernel_templates/manifest.h"
 
 namespace evo::test {
@@ -64,5 +66,13 @@ void WriteBrokenSdpa(const std::filesystem::path& folder, const SdpaBreakage& br
 // the starting points that set them: the space of its other knobs (5120 configurations), which
 // the engine's tests count and search as they did before those knobs.
 const Manifest& SdpaManifestWithoutSplitKnobs();
+
+// The space of SdpaManifestWithoutSplitKnobs() at its default problem on sm_90, which the
+// engine's tests search.
+const SearchSpace& SdpaSpaceWithoutSplitKnobs();
+
+// Where `genome`'s value of `knob` stands in that manifest's domain (0 for its first value): the
+// coordinate of the made-up landscapes the engine's tests search.
+int64_t SdpaKnobPosition(const std::string& knob, const Genome& genome);
 
 }  // namespace evo::test

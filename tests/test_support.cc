@@ -12,6 +12,7 @@
 
 #include "common/files.h"
 #include "kernel_templates/template_library.h"
+#include "population/store.h"
 
 namespace evo::test {
 namespace {
@@ -57,6 +58,24 @@ std::filesystem::path SourceDir() {
   const std::filesystem::path compiled_in = EVO_SOURCE_DIR;
   if (std::filesystem::exists(compiled_in / "kernel_templates")) return compiled_in;
   return std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path();
+}
+
+int64_t StoreOneCandidate(const std::filesystem::path& db, const KernelTemplate& kernel_template,
+                          const Problem& problem, const std::string& settings) {
+  PopulationStore store(db, PopulationStore::Access::kReadWrite);
+  RunSpec spec;
+  spec.template_name = kernel_template.manifest.name;
+  spec.template_hash = kernel_template.source_hash;
+  spec.problem = problem;
+  spec.arch = "sm_90";
+  spec.device = "NVIDIA H100 80GB HBM3";
+  spec.evaluator = "gpu";
+  spec.budget = 1;
+  const int64_t run = store.CreateRun(spec);
+  Proposal proposal;
+  proposal.genome = GenomeFromSettings(kernel_template.manifest, settings);
+  proposal.operator_name = "default";
+  return store.AddPending(run, 0, {{"config", proposal}}).at(0);
 }
 
 TempDir::TempDir() {

@@ -6,6 +6,10 @@
 
 #include "kernel_templates/genome.h"
 
+namespace evo {
+struct KernelTemplate;
+}
+
 namespace evo::test {
 
 // The template's defaults with space-separated "KNOB=VALUE" settings applied.
@@ -14,6 +18,11 @@ Genome GenomeFromSettings(const Manifest& manifest, const std::string& settings)
 // An attention template's defaults with these sizes, checked against its problem domains.
 Problem AttentionProblem(const Manifest& manifest, int64_t b, int64_t h, int64_t s_q, int64_t s_kv,
                          int64_t d, int64_t causal);
+
+// A database at `db` holding one run of the template on the problem, on an H100, with one
+// pending candidate of these knob settings; returns the candidate's id.
+int64_t StoreOneCandidate(const std::filesystem::path& db, const KernelTemplate& kernel_template,
+                          const Problem& problem, const std::string& settings);
 
 // A fresh folder under the system's temporary folder, removed with everything in it.
 class TempDir {
