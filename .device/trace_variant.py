@@ -16,7 +16,7 @@ def patch(anchor, new):
     assert src.count(anchor) == 1, anchor
     src = src.replace(anchor, new)
 
-patch("namespace hopper {\n", """__device__ unsigned long long evo_trace[4][3][64][8];
+patch("namespace hopper {\n", """__device__ unsigned long long evo_trace[4][3][64][24];
 #define EVO_TRACE(e)                                                              \\
   do {                                                                            \\
     if (blockIdx.x < 4 && tid % 128 == 0 && piece_round < 64)                     \\
@@ -44,4 +44,41 @@ patch("    evo::mbar_wait_sleep(smem.q_empty(), (round & 1) ^ 1);\n    if (STREA
 patch("    ++round;\n  }\n  if (STREAM_K) {",
       "    if (blockIdx.x < 4 && round < 64) evo_trace[blockIdx.x][0][round][1] = clock64();\n"
       "    ++round;\n  }\n  if (STREAM_K) {")
+# Inside the loop, at j == 16: 8 turn obtained, 9 issued and passed, 10 scores landed, 11 softmax
+# done, 12 P V landed, 13 packed. In the TMA_STORE epilogue: 14 after inv, 15 first barrier,
+# 16 stores to shared done, 17 second barrier.
+loop_events = os.environ.get("LOOP_EVENTS", "1") == "1"
+if loop_events:
+  patch("          wait_values(j - 1);\n          turns.wait();\n",
+      "          wait_values(j - 1);\n          turns.wait();\n          if (j == 16) EVO_TRACE(8);\n")
+  patch("          issue_values(stage_of(j - 1));\n          turns.pass();\n          evo::wgmma_wait<1>();\n",
+      "          issue_values(stage_of(j - 1));\n          turns.pass();\n          if (j == 16) EVO_TRACE(9);\n          evo::wgmma_wait<1>();\n          if (j == 16) EVO_TRACE(10);\n")
+  patch("          softmax(j, alpha);\n          evo::wgmma_wait<0>();\n",
+      "          softmax(j, alpha);\n          if (j == 16) EVO_TRACE(11);\n          evo::wgmma_wait<0>();\n          if (j == 16) EVO_TRACE(12);\n")
+  patch("          if (!RESCALE_UNDER_QK) rescale(alpha);\n          pack_probabilities();\n",
+      "          if (!RESCALE_UNDER_QK) rescale(alpha);\n          pack_probabilities();\n          if (j == 16) EVO_TRACE(13);\n")
+patch("      const unsigned o_tile = smem.o(consumer);\n", "      const unsigned o_tile = smem.o(consumer);\n      EVO_TRACE(14);\n")
+patch("      evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);\n#pragma unroll\n      for (int h = 0; h < 2; ++h) {\n        const int row = warp",
+      "      evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);\n      EVO_TRACE(15);\n#pragma unroll\n      for (int h = 0; h < 2; ++h) {\n        const int row = warp")
+patch("      evo::fence_proxy_async_shared();\n      evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);\n",
+      "      EVO_TRACE(16);\n      evo::fence_proxy_async_shared();\n      evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);\n      EVO_TRACE(17);\n")
+# Variants (env VARIANT, letters): a: the TMA store of O issued by warp 3's lane 0, not thread 0;
+# b: the normalizers computed before the last P V is waited for; n: no clock64 events at all.
+variant = os.environ.get("VARIANT", "")
+if "a" in variant:
+    patch("      if (tid % 128 == 0) evo::bulk_wait_group_read<0>();", "      if (tid % 128 == 96) evo::bulk_wait_group_read<0>();")
+    patch("      if (tid % 128 == 0) {\n        // The warpgroup's 64 rows", "      if (tid % 128 == 96) {\n        // The warpgroup's 64 rows")
+    patch("  if (TMA_STORE && tid % 128 == 0) evo::bulk_wait_group<0>();", "  if (TMA_STORE && tid % 128 == 96) evo::bulk_wait_group<0>();")
+if "b" in variant:
+    patch("    if (SPLITS == 1 || num_kv_tiles > 0) {\n      if (!STREAM_K)",
+          "    float inv_pre[2] = {0.f, 0.f};\n    if (SPLITS == 1 || num_kv_tiles > 0) {\n      if (!STREAM_K)")
+    patch("        wait_values(last);\n        turns.wait();\n        if (RESCALE_UNDER_QK) rescale(alpha);",
+          "        inv_pre[0] = evo::wgmma_attention_normalizer(row_sum[0]);\n        inv_pre[1] = evo::wgmma_attention_normalizer(row_sum[1]);\n"
+          "        wait_values(last);\n        turns.wait();\n        if (RESCALE_UNDER_QK) rescale(alpha);")
+    patch("    const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),\n                          evo::wgmma_attention_normalizer(row_sum[1])};",
+          "    const bool merged = STREAM_K && piece.parts > 1;\n"
+          "    const float inv[2] = {merged ? evo::wgmma_attention_normalizer(row_sum[0]) : inv_pre[0],\n"
+          "                          merged ? evo::wgmma_attention_normalizer(row_sum[1]) : inv_pre[1]};")
+if "n" in variant:
+    src = src.replace("evo_trace[blockIdx.x][1 + consumer][piece_round][e] = clock64();", "(void)0;")
 open(path, "w").write(src)
