@@ -79,6 +79,90 @@ if "b" in variant:
           "    const bool merged = STREAM_K && piece.parts > 1;\n"
           "    const float inv[2] = {merged ? evo::wgmma_attention_normalizer(row_sum[0]) : inv_pre[0],\n"
           "                          merged ? evo::wgmma_attention_normalizer(row_sum[1]) : inv_pre[1]};")
+# p: the next P packed into registers of its own before the wait for the last P V, copied into
+# P after it (ptxas otherwise hoists that wait above the softmax to pack in place).
+if "p" in variant:
+    patch("""          softmax(j, alpha);
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          evo::wgmma_fence_registers(p);
+          release(smem.v_empty(stage_of(j - 1)), lane);
+          if (!RESCALE_UNDER_QK) rescale(alpha);
+          pack_probabilities();
+""", """          softmax(j, alpha);
+          unsigned next_p[BLOCK_N / 16][4];
+          evo::wgmma_attention_pack<BLOCK_N, Elem>(s, next_p);
+          evo::wgmma_fence_registers(next_p);
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          evo::wgmma_fence_registers(p);
+          release(smem.v_empty(stage_of(j - 1)), lane);
+          if (!RESCALE_UNDER_QK) rescale(alpha);
+#pragma unroll
+          for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) p[kk][r] = next_p[kk][r];
+          }
+""")
+# d: P in two register buffers, alternating, so that the next P is packed while the last P V still
+# reads the other; the wait for a P V moves to the next turn, after the next Q K^T's issue (before
+# the rescale). Needs RESCALE_UNDER_QK=1.
+if "d" in variant:
+    start = src.index("        for (int j = 1; j < num_kv_tiles; ++j) {")
+    end_anchor = "        release(smem.v_empty(stage_of(last)), lane);\n      } else {"
+    end = src.index(end_anchor) + len("        release(smem.v_empty(stage_of(last)), lane);\n")
+    src = src[:start] + """        // P_j lives in buffer j % 2 (p, other_p).
+        const auto step = [&](int j, unsigned(&p_prev)[BLOCK_N / 16][4],
+                              unsigned(&p_new)[BLOCK_N / 16][4]) {
+          wait_keys(j);
+          wait_values(j - 1);
+          turns.wait();
+          issue_scores(stage_of(j));
+          evo::wgmma_wait<1>();  // P V_{j-2} done: O may be rescaled, P_{j-2}'s buffer reused
+          evo::wgmma_fence_registers(acc);
+          if (j >= 2) release(smem.v_empty(stage_of(j - 2)), lane);
+          rescale(alpha);
+          evo::wgmma_fence_registers(acc);
+          evo::wgmma_fence_registers(p_prev);
+          evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p_prev, smem.v(stage_of(j - 1)));
+          turns.pass();
+          evo::wgmma_wait<1>();
+          evo::wgmma_fence_registers(s);
+          release(smem.k_empty(stage_of(j)), lane);
+          if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
+          softmax(j, alpha);
+          evo::wgmma_fence_registers(p_new);
+          evo::wgmma_attention_pack<BLOCK_N, Elem>(s, p_new);
+        };
+        const auto finish = [&](int last, unsigned(&p_last)[BLOCK_N / 16][4]) {
+          wait_values(last);
+          turns.wait();
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          if (last >= 1) release(smem.v_empty(stage_of(last - 1)), lane);
+          rescale(alpha);
+          evo::wgmma_fence_registers(acc);
+          evo::wgmma_fence_registers(p_last);
+          evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p_last, smem.v(stage_of(last)));
+          turns.pass();
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          release(smem.v_empty(stage_of(last)), lane);
+        };
+        unsigned other_p[BLOCK_N / 16][4];
+        for (int j = 1;; j += 2) {
+          if (j >= num_kv_tiles) {
+            finish(j - 1, p);
+            break;
+          }
+          step(j, p, other_p);
+          if (j + 1 >= num_kv_tiles) {
+            finish(j, other_p);
+            break;
+          }
+          step(j + 1, other_p, p);
+        }
+""" + src[end:]
 if "n" in variant:
     src = src.replace("evo_trace[blockIdx.x][1 + consumer][piece_round][e] = clock64();", "(void)0;")
 open(path, "w").write(src)
