@@ -3,8 +3,8 @@
 # sampling) over one launch of the persistent elite at 4,16,4096,128, the hottest instructions
 # printed with their stall reasons, and the loop's SASS around them.
 set -u
-E=build-bundle/evo
-K="NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 FAST_EXP=1 PINGPONG=1 INTRA_OVERLAP=1 RESCALE_UNDER_QK=1 PERSISTENT=1 STREAM_K=1 TMA_STORE=1 PRODUCER_REGS=24 SPLITS=1 PACK_GQA=0 LAST_CTA_COMBINES=0"
+source .device/trace_tile.sh
+K=$ELITE
 args=""; for s in $K; do args="$args --set $s"; done
 timeout 300 ncu --target-processes all --section SourceCounters --section WarpStateStats -k regex:sdpa_hopper_fwd --launch-skip 30 -c 1 \
   -o /tmp/src --force-overwrite $E bench --template sdpa_hopper --shape 4,16,4096,128 $args > $OUT/ncu_run.txt 2>&1

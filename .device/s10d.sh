@@ -4,7 +4,8 @@
 # exponentials, then ncu at locked clocks, template and copy interleaved, at both long shapes.
 set -u
 source .device/ncu_prof.sh
-K="NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 FAST_EXP=1 PINGPONG=1 INTRA_OVERLAP=1 RESCALE_UNDER_QK=1 PERSISTENT=1 STREAM_K=1 TMA_STORE=1 PRODUCER_REGS=24 SPLITS=1 PACK_GQA=0 LAST_CTA_COMBINES=0 ${EXTRA:-}"
+source .device/trace_tile.sh
+K=$(with_knobs "${EXTRA:-}")
 args=""; for s in $K; do args="$args --set $s"; done
 for v in ref p; do
   VARIANT=${v/ref/}n LOOP_EVENTS=0 python3 .device/trace_variant.py /tmp/nt_$v $K > /dev/null

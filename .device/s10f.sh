@@ -3,7 +3,8 @@
 # warpgroup's own P V can hide its softmax: the copy against the template under ncu, interleaved.
 set -u
 source .device/ncu_prof.sh
-B="NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 FAST_EXP=1 PINGPONG=0 INTRA_OVERLAP=1 RESCALE_UNDER_QK=1 PERSISTENT=1 STREAM_K=1 TMA_STORE=1 PRODUCER_REGS=24 SPLITS=1 PACK_GQA=0 LAST_CTA_COMBINES=0"
+source .device/trace_tile.sh
+B=$(with_knobs PINGPONG=0)
 python3 .device/fixed_template.py /tmp/t_ref PINGPONG=0 > /dev/null
 VARIANT=dn LOOP_EVENTS=0 python3 .device/trace_variant.py /tmp/nt_d0 $B > /dev/null
 for v in d ref d ref; do
