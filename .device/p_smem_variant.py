@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""A copy of sdpa_hopper (fixed_template.py's, knobs KNOB=VALUE fixed) whose P V reads P from
+shared memory (both wgmma operands by descriptor) instead of registers: each consumer warpgroup
+packs its probabilities, and once its previous P V is done, stores them into a 128-byte swizzled
+tile of its own (the layout of a Q tile of 64 rows). The packed registers are then no input of a
+running wgmma, so ptxas has no reason to hoist the wait for P V above the softmax.
+Usage: p_smem_variant.py OUT KNOB=VALUE..."""
+import json, os, subprocess, sys
+here = os.path.dirname(os.path.abspath(__file__))
+out = sys.argv[1]
+subprocess.run([sys.executable, os.path.join(here, "fixed_template.py")] + sys.argv[1:], check=True)
+folder = os.path.join(out, "sdpa_hopper")
+path = os.path.join(folder, "sdpa_hopper.cu")
+src = open(path).read()
+
+
+def patch(anchor, new, count=1):
+    global src
+    assert src.count(anchor) == count, (src.count(anchor), anchor)
+    src = src.replace(anchor, new)
+
+
+# m64nDk16 with A and B from shared memory, B (V) transposed, for D = HEAD_DIM.
+pv = r"""
+namespace pvss {
+template <int N, bool Bf> struct Mma;
+"""
+for D in (64, 128, 256):
+    regs = D // 2
+    lst = ", ".join(f"%{i}" for i in range(regs))
+    cons = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    for bf, ty in ((False, "f16"), (True, "bf16")):
+        pv += f"""template <> struct Mma<{D}, {'true' if bf else 'false'}> {{
+  static __device__ __forceinline__ void run(float (&d)[{regs}], unsigned long long a, unsigned long long b) {{
+    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
+                 "wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ty}.{ty} {{{lst}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 1;\\n}}\\n"
+                 : {cons}
+                 : "l"(a), "l"(b), "r"(1));
+  }}
+}};
+"""
+pv += "}  // namespace pvss\n"
+patch("namespace hopper {\n", pv + "namespace hopper {\n")
+
+patch("  kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block\n",
+      "  kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block\n"
+      "  kPTileBytes = (BLOCK_N + 63) / 64 * 64 * 128,  // a consumer's P: 64 rows, by column block\n")
+patch("""  __device__ __forceinline__ unsigned bar(int i) const {
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + 8 * i;
+  }""", """  __device__ __forceinline__ unsigned p(int consumer) const {
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + consumer * kPTileBytes;
+  }
+  __device__ __forceinline__ unsigned bar(int i) const {
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes +
+           NUM_CONSUMERS * kPTileBytes + 8 * i;
+  }""")
+patch("""    const auto issue_values = [&](int stage) {
+      evo::wgmma_fence_registers(acc);
+      evo::wgmma_fence_registers(p);
+      evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p, smem.v(stage));
+    };""", """    const unsigned p_tile = smem.p(consumer);
+    const auto issue_values = [&](int stage) {
+      evo::wgmma_fence_registers(acc);
+      evo::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+        pvss::Mma<HEAD_DIM, IS_BF16 != 0>::run(
+            acc, evo::smem_desc_sw128(p_tile + (kk / 4) * 64 * 128 + (kk % 4) * 32, 16),
+            evo::smem_desc_sw128(smem.v(stage) + kk * 16 * 128, BLOCK_N * 128));
+      }
+      evo::wgmma_commit();
+    };
+    // The packed P into the warpgroup's P tile (after its previous P V is done), visible to the
+    // async proxy; the warpgroup's four warps meet before the next issue (the turn's barrier
+    // with PINGPONG, otherwise one of their own).
+    const auto store_probabilities = [&] {
+#pragma unroll
+      for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int df = 2 * kk + (r >> 1);
+          const int row = warp * 16 + group + 8 * (r & 1);
+          evo::st_shared_b32(p_tile + (df / 8) * 64 * 128 + evo::swizzle_128b(row, df % 8) + quad * 4,
+                             p[kk][r]);
+        }
+      }
+      evo::fence_proxy_async_shared();
+      if (!PINGPONG) evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);
+    };""")
+# Tile 0 and the loop without overlap: pack and store at once.
+patch("""        softmax(0, alpha);
+        pack_probabilities();""", """        softmax(0, alpha);
+        pack_probabilities();
+        store_probabilities();""")
+patch("""          rescale(alpha);
+          pack_probabilities();
+          wait_values(j);""", """          rescale(alpha);
+          pack_probabilities();
+          store_probabilities();
+          wait_values(j);""")
+# The overlapped loop: pack under P V, store after it.
+patch("""          softmax(j, alpha);
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          evo::wgmma_fence_registers(p);
+          release(smem.v_empty(stage_of(j - 1)), lane);
+          if (!RESCALE_UNDER_QK) rescale(alpha);
+          pack_probabilities();""", """          softmax(j, alpha);
+          pack_probabilities();
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          release(smem.v_empty(stage_of(j - 1)), lane);
+          if (!RESCALE_UNDER_QK) rescale(alpha);
+          store_probabilities();""")
+open(path, "w").write(src)
+
+mpath = os.path.join(folder, "manifest.json")
+manifest = json.load(open(mpath))
+for d in manifest["derived"]:
+    if d["name"] == "SMEM_BYTES":
+        d["expr"] = "(" + d["expr"] + ") + NUM_CONSUMERS * ceil_div(BLOCK_N, 64) * 64 * 128"
+json.dump(manifest, open(mpath, "w"), indent=2)
