@@ -4,7 +4,9 @@ shared memory (both wgmma operands by descriptor) instead of registers: each con
 packs its probabilities, and once its previous P V is done, stores them into a 128-byte swizzled
 tile of its own (the layout of a Q tile of 64 rows). The packed registers are then no input of a
 running wgmma, so ptxas has no reason to hoist the wait for P V above the softmax.
-Usage: p_smem_variant.py OUT KNOB=VALUE..."""
+DOUBLE=1 (environment): two P tiles per warpgroup, tile j's P stored into tile j % 2 while
+P_{j-1} V runs from the other, before the wait for it, so that no store waits for that P V.
+Usage: [DOUBLE=1] p_smem_variant.py OUT KNOB=VALUE..."""
 import json, os, subprocess, sys
 here = os.path.dirname(os.path.abspath(__file__))
 out = sys.argv[1]
@@ -12,6 +14,8 @@ subprocess.run([sys.executable, os.path.join(here, "fixed_template.py")] + sys.a
 folder = os.path.join(out, "sdpa_hopper")
 path = os.path.join(folder, "sdpa_hopper.cu")
 src = open(path).read()
+double = os.environ.get("DOUBLE", "0") == "1"
+buffers = 2 if double else 1
 
 
 def patch(anchor, new, count=1):
@@ -52,14 +56,17 @@ patch("""  __device__ __forceinline__ unsigned bar(int i) const {
   }
   __device__ __forceinline__ unsigned bar(int i) const {
     return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes +
-           NUM_CONSUMERS * kPTileBytes + 8 * i;
+           BUFFERS * NUM_CONSUMERS * kPTileBytes + 8 * i;
   }""")
 patch("""    const auto issue_values = [&](int stage) {
       evo::wgmma_fence_registers(acc);
       evo::wgmma_fence_registers(p);
       evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p, smem.v(stage));
-    };""", """    const unsigned p_tile = smem.p(consumer);
+    };""", """    // P tiles stored so far in this tile; P V reads the last one.
+    int p_count = 0;
+    const auto p_tile_of = [&](int n) { return smem.p(BUFFERS * consumer + n % BUFFERS); };
     const auto issue_values = [&](int stage) {
+      const unsigned p_tile = p_tile_of(p_count - 1);
       evo::wgmma_fence_registers(acc);
       evo::wgmma_fence();
 #pragma unroll
@@ -74,6 +81,7 @@ patch("""    const auto issue_values = [&](int stage) {
     // async proxy; the warpgroup's four warps meet before the next issue (the turn's barrier
     // with PINGPONG, otherwise one of their own).
     const auto store_probabilities = [&] {
+      const unsigned p_tile = p_tile_of(p_count++);
 #pragma unroll
       for (int kk = 0; kk < BLOCK_N / 16; ++kk) {
 #pragma unroll
@@ -98,8 +106,23 @@ patch("""          rescale(alpha);
           pack_probabilities();
           store_probabilities();
           wait_values(j);""")
-# The overlapped loop: pack under P V, store after it.
-patch("""          softmax(j, alpha);
+# The overlapped loop: pack under P V, store after it (DOUBLE: before the wait, into the other tile).
+if double:
+    patch("""          softmax(j, alpha);
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          evo::wgmma_fence_registers(p);
+          release(smem.v_empty(stage_of(j - 1)), lane);
+          if (!RESCALE_UNDER_QK) rescale(alpha);
+          pack_probabilities();""", """          softmax(j, alpha);
+          pack_probabilities();
+          store_probabilities();
+          evo::wgmma_wait<0>();
+          evo::wgmma_fence_registers(acc);
+          release(smem.v_empty(stage_of(j - 1)), lane);
+          if (!RESCALE_UNDER_QK) rescale(alpha);""")
+else:
+  patch("""          softmax(j, alpha);
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(acc);
           evo::wgmma_fence_registers(p);
@@ -112,11 +135,12 @@ patch("""          softmax(j, alpha);
           release(smem.v_empty(stage_of(j - 1)), lane);
           if (!RESCALE_UNDER_QK) rescale(alpha);
           store_probabilities();""")
+src = src.replace("BUFFERS", str(buffers))
 open(path, "w").write(src)
 
 mpath = os.path.join(folder, "manifest.json")
 manifest = json.load(open(mpath))
 for d in manifest["derived"]:
     if d["name"] == "SMEM_BYTES":
-        d["expr"] = "(" + d["expr"] + ") + NUM_CONSUMERS * ceil_div(BLOCK_N, 64) * 64 * 128"
+        d["expr"] = "(" + d["expr"] + f") + {buffers} * NUM_CONSUMERS * ceil_div(BLOCK_N, 64) * 64 * 128"
 json.dump(manifest, open(mpath, "w"), indent=2)
