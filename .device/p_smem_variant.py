@@ -77,7 +77,7 @@ patch("""    const auto issue_values = [&](int stage) {
       }
       evo::wgmma_commit();
     };
-    // The packed P into the warpgroup's P tile (after its previous P V is done), visible to the
+    // The packed P into the warpgroup's P tile (its next one: after the P V that read it is done), visible to the
     // async proxy; the warpgroup's four warps meet before the next issue (the turn's barrier
     // with PINGPONG, otherwise one of their own).
     const auto store_probabilities = [&] {
