@@ -13,9 +13,10 @@ one() {  # LABEL TEMPLATES SHAPE KNOBS...
   local t=""; [ -n "$dir" ] && t="--templates $dir"
   echo "$label $shape: $($E $t bench $P --shape $shape $args 2>&1 | grep -E "^verdict|^timing|^correctness|^status|error" | cut -c1-110 | tr '\n' ';')"
 }
-for cfg in "SPLITS=8 BLOCK_N=64 STAGES=2" "SPLITS=8 BLOCK_N=128 STAGES=2" "SPLITS=8 BLOCK_N=64 STAGES=4" \
-           "SPLITS=16 BLOCK_N=64 STAGES=2" "SPLITS=16 BLOCK_N=128 STAGES=2" "SPLITS=8 BLOCK_N=64 STAGES=2 PERSISTENT=1"; do
-  K="NUM_CONSUMERS=2 INTRA_OVERLAP=0 PERSISTENT=0 $base $cfg"
+for cfg in "SPLITS=8 BLOCK_N=64 STAGES=2 PERSISTENT=0" "SPLITS=8 BLOCK_N=128 STAGES=2 PERSISTENT=0" \
+           "SPLITS=8 BLOCK_N=64 STAGES=4 PERSISTENT=0" "SPLITS=16 BLOCK_N=64 STAGES=2 PERSISTENT=0" \
+           "SPLITS=16 BLOCK_N=128 STAGES=2 PERSISTENT=0" "SPLITS=8 BLOCK_N=64 STAGES=2 PERSISTENT=1"; do
+  K="NUM_CONSUMERS=2 INTRA_OVERLAP=0 $base $cfg"
   python3 .device/split_consumers_variant.py /tmp/sc $K > /dev/null
   one "split [$cfg]" /tmp/sc 1,32,1,32768,128 $K
 done
