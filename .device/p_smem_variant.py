@@ -7,56 +7,27 @@ running wgmma, so ptxas has no reason to hoist the wait for P V above the softma
 DOUBLE=1 (environment): two P tiles per warpgroup, tile j's P stored into tile j % 2 while
 P_{j-1} V runs from the other, before the wait for it, so that no store waits for that P V.
 Usage: [DOUBLE=1] p_smem_variant.py OUT KNOB=VALUE..."""
-import json, os, subprocess, sys
-here = os.path.dirname(os.path.abspath(__file__))
-out = sys.argv[1]
-subprocess.run([sys.executable, os.path.join(here, "fixed_template.py")] + sys.argv[1:], check=True)
-folder = os.path.join(out, "sdpa_hopper")
-path = os.path.join(folder, "sdpa_hopper.cu")
-src = open(path).read()
-double = os.environ.get("DOUBLE", "0") == "1"
-buffers = 2 if double else 1
+import os
+from template_copy import SOFTMAX_WAIT_PACK, TemplateCopy, wgmma_forms
 
-
-def patch(anchor, new, count=1):
-    global src
-    assert src.count(anchor) == count, (src.count(anchor), anchor)
-    src = src.replace(anchor, new)
-
-
-# m64nDk16 with A and B from shared memory, B (V) transposed, for D = HEAD_DIM.
-pv = r"""
-namespace pvss {
-template <int N, bool Bf> struct Mma;
-"""
-for D in (64, 128, 256):
-    regs = D // 2
-    lst = ", ".join(f"%{i}" for i in range(regs))
-    cons = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    for bf, ty in ((False, "f16"), (True, "bf16")):
-        pv += f"""template <> struct Mma<{D}, {'true' if bf else 'false'}> {{
-  static __device__ __forceinline__ void run(float (&d)[{regs}], unsigned long long a, unsigned long long b) {{
-    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-                 "wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{ty}.{ty} {{{lst}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 1;\\n}}\\n"
-                 : {cons}
-                 : "l"(a), "l"(b), "r"(1));
-  }}
-}};
-"""
-pv += "}  // namespace pvss\n"
-patch("namespace hopper {\n", pv + "namespace hopper {\n")
-
+buffers = 2 if os.environ.get("DOUBLE", "0") == "1" else 1
+copy = TemplateCopy.from_argv()
+patch = copy.patch
+# P V: A (P) and B (V, transposed) by descriptor, N = HEAD_DIM.
+copy.before_namespace(wgmma_forms("pvss", (64, 128, 256), a_from_registers=False, transpose_b=True,
+                                  always_accumulate=True))
 patch("  kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block\n",
       "  kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block\n"
-      "  kPTileBytes = (BLOCK_N + 63) / 64 * 64 * 128,  // a consumer's P: 64 rows, by column block\n")
+      "  kPTileBytes = (BLOCK_N + 63) / 64 * 64 * 128,  // a consumer's P: 64 rows, by column block\n"
+      f"  kPBuffers = {buffers},  // P tiles per consumer\n")
 patch("""  __device__ __forceinline__ unsigned bar(int i) const {
     return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + 8 * i;
-  }""", """  __device__ __forceinline__ unsigned p(int consumer) const {
-    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + consumer * kPTileBytes;
+  }""", """  __device__ __forceinline__ unsigned p(int tile) const {
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + tile * kPTileBytes;
   }
   __device__ __forceinline__ unsigned bar(int i) const {
     return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes +
-           BUFFERS * NUM_CONSUMERS * kPTileBytes + 8 * i;
+           kPBuffers * NUM_CONSUMERS * kPTileBytes + 8 * i;
   }""")
 patch("""    const auto issue_values = [&](int stage) {
       evo::wgmma_fence_registers(acc);
@@ -64,7 +35,7 @@ patch("""    const auto issue_values = [&](int stage) {
       evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p, smem.v(stage));
     };""", """    // P tiles stored so far in this tile; P V reads the last one.
     int p_count = 0;
-    const auto p_tile_of = [&](int n) { return smem.p(BUFFERS * consumer + n % BUFFERS); };
+    const auto p_tile_of = [&](int n) { return smem.p(kPBuffers * consumer + n % kPBuffers); };
     const auto issue_values = [&](int stage) {
       const unsigned p_tile = p_tile_of(p_count - 1);
       evo::wgmma_fence_registers(acc);
@@ -77,9 +48,9 @@ patch("""    const auto issue_values = [&](int stage) {
       }
       evo::wgmma_commit();
     };
-    // The packed P into the warpgroup's P tile (its next one: after the P V that read it is done), visible to the
-    // async proxy; the warpgroup's four warps meet before the next issue (the turn's barrier
-    // with PINGPONG, otherwise one of their own).
+    // The packed P into the warpgroup's next P tile (once the P V that read it is done), visible
+    // to the async proxy; the warpgroup's four warps meet before the next issue (the turn's
+    // barrier with PINGPONG, otherwise one of their own).
     const auto store_probabilities = [&] {
       const unsigned p_tile = p_tile_of(p_count++);
 #pragma unroll
@@ -107,40 +78,14 @@ patch("""          rescale(alpha);
           store_probabilities();
           wait_values(j);""")
 # The overlapped loop: pack under P V, store after it (DOUBLE: before the wait, into the other tile).
-if double:
-    patch("""          softmax(j, alpha);
-          evo::wgmma_wait<0>();
-          evo::wgmma_fence_registers(acc);
-          evo::wgmma_fence_registers(p);
-          release(smem.v_empty(stage_of(j - 1)), lane);
-          if (!RESCALE_UNDER_QK) rescale(alpha);
-          pack_probabilities();""", """          softmax(j, alpha);
+store_before_wait = "          store_probabilities();\n" if buffers == 2 else ""
+store_after_wait = "" if buffers == 2 else "\n          store_probabilities();"
+patch(SOFTMAX_WAIT_PACK, f"""          softmax(j, alpha);
           pack_probabilities();
-          store_probabilities();
-          evo::wgmma_wait<0>();
+{store_before_wait}          evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(acc);
           release(smem.v_empty(stage_of(j - 1)), lane);
-          if (!RESCALE_UNDER_QK) rescale(alpha);""")
-else:
-  patch("""          softmax(j, alpha);
-          evo::wgmma_wait<0>();
-          evo::wgmma_fence_registers(acc);
-          evo::wgmma_fence_registers(p);
-          release(smem.v_empty(stage_of(j - 1)), lane);
-          if (!RESCALE_UNDER_QK) rescale(alpha);
-          pack_probabilities();""", """          softmax(j, alpha);
-          pack_probabilities();
-          evo::wgmma_wait<0>();
-          evo::wgmma_fence_registers(acc);
-          release(smem.v_empty(stage_of(j - 1)), lane);
-          if (!RESCALE_UNDER_QK) rescale(alpha);
-          store_probabilities();""")
-src = src.replace("BUFFERS", str(buffers))
-open(path, "w").write(src)
-
-mpath = os.path.join(folder, "manifest.json")
-manifest = json.load(open(mpath))
-for d in manifest["derived"]:
-    if d["name"] == "SMEM_BYTES":
-        d["expr"] = "(" + d["expr"] + f") + {buffers} * NUM_CONSUMERS * ceil_div(BLOCK_N, 64) * 64 * 128"
-json.dump(manifest, open(mpath, "w"), indent=2)
+          if (!RESCALE_UNDER_QK) rescale(alpha);{store_after_wait}""")
+copy.write()
+copy.derive("SMEM_BYTES",
+            lambda e: f"({e}) + {buffers} * NUM_CONSUMERS * ceil_div(BLOCK_N, 64) * 64 * 128")

@@ -6,26 +6,14 @@ memory before the epilogue. A CTA then streams its KV range with two MMA chains 
 so that 64 CTAs (SPLITS=8 of 8 KV heads) might keep up with the HBM rate. For NUM_CONSUMERS=2
 PINGPONG=0 INTRA_OVERLAP=0 STREAM_K=0 FAST_EXP=1 LAST_CTA_COMBINES=0 TMA_STORE=0 and an even STAGES (each stage then
 serves one consumer, so no mbarrier parity can alias). Usage: split_consumers_variant.py OUT KNOB=VALUE..."""
-import json, os, subprocess, sys
-here = os.path.dirname(os.path.abspath(__file__))
-out = sys.argv[1]
-subprocess.run([sys.executable, os.path.join(here, "fixed_template.py")] + sys.argv[1:], check=True)
-folder = os.path.join(out, "sdpa_hopper")
-path = os.path.join(folder, "sdpa_hopper.cu")
-src = open(path).read()
+from template_copy import TemplateCopy
 
-
-def patch(anchor, new, count=1):
-    global src
-    assert src.count(anchor) == count, (src.count(anchor), anchor)
-    src = src.replace(anchor, new)
-
-
-patch("namespace hopper {\n", """static_assert(NUM_CONSUMERS == 2 && !PINGPONG && !INTRA_OVERLAP && !STREAM_K && FAST_EXP &&
+copy = TemplateCopy.from_argv()
+patch = copy.patch
+copy.before_namespace("""static_assert(NUM_CONSUMERS == 2 && !PINGPONG && !INTRA_OVERLAP && !STREAM_K && FAST_EXP &&
                   STAGES % 2 == 0 && !LAST_CTA_COMBINES && !TMA_STORE,
               "the split-consumers copy needs 2 consumers, no ping-pong, no overlap, no stream-K, "
               "FAST_EXP, an even STAGES, no last-CTA combine and no TMA store");
-namespace hopper {
 """)
 patch("  kBlockM = NUM_CONSUMERS * 64,\n", "  kBlockM = 64,  // both consumers share the tile's rows\n")
 patch("  const int wg_row0 = consumer * 64;\n", "  const int wg_row0 = 0;\n")
@@ -34,23 +22,13 @@ patch("      evo::mbar_init(smem.k_empty(s), hopper::kConsumerWarps);",
       "      evo::mbar_init(smem.k_empty(s), 4);")
 patch("      evo::mbar_init(smem.v_empty(s), hopper::kConsumerWarps);",
       "      evo::mbar_init(smem.v_empty(s), 4);")
-patch("""        for (int j = 0; j < num_kv_tiles; ++j) {
-          wait_keys(j);
-          turns.wait();
-          issue_scores(stage_of(j));
-          turns.pass();
-          evo::wgmma_wait<0>();
-          evo::wgmma_fence_registers(s);
-          release(smem.k_empty(stage_of(j)), lane);
-          if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);""",
-      """        for (int j = consumer; j < num_kv_tiles; j += 2) {
-          wait_keys(j);
-          turns.wait();
-          issue_scores(stage_of(j));
-          turns.pass();
-          evo::wgmma_wait<0>();
-          evo::wgmma_fence_registers(s);
-          release(smem.k_empty(stage_of(j)), lane);""")
+# Consumer c takes the KV tiles j % 2 == c, and releases Q after its last one (below).
+patch("        for (int j = 0; j < num_kv_tiles; ++j) {",
+      "        for (int j = consumer; j < num_kv_tiles; j += 2) {")
+patch("""          if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
+          softmax(j, alpha);
+          rescale(alpha);""", """          softmax(j, alpha);
+          rescale(alpha);""")
 patch("""          release(smem.v_empty(stage_of(j)), lane);
         }
       }
@@ -110,13 +88,6 @@ patch("""    const int b = bh / slots;
     const int b = bh / slots;
     const int slot = bh % slots;
     if (SPLITS > 1) {""")
-open(path, "w").write(src)
-
-mpath = os.path.join(folder, "manifest.json")
-manifest = json.load(open(mpath))
-for d in manifest["derived"]:
-    if d["name"] == "BLOCK_M":
-        d["expr"] = "64"
-    if d["name"] == "SMEM_BYTES":
-        d["expr"] = "(" + d["expr"] + ") + 1024 + 128 * (D / 2 + 4) * 4"
-json.dump(manifest, open(mpath, "w"), indent=2)
+copy.write()
+copy.derive("BLOCK_M", lambda e: "64")
+copy.derive("SMEM_BYTES", lambda e: f"({e}) + 1024 + 128 * (D / 2 + 4) * 4")

@@ -4,24 +4,12 @@ issue the next tile's first Q K^T beside this tile's last P V, run its softmax u
 and only then store this tile's O: a tile's first Q K^T no longer runs alone. The next tile's Q
 loads into a second Q tile. For PERSISTENT=1 STREAM_K=0 SPLITS=1 INTRA_OVERLAP=1
 RESCALE_UNDER_QK=1 only (static_assert). Usage: tile_overlap_variant.py OUT KNOB=VALUE..."""
-import json, os, subprocess, sys
-here = os.path.dirname(os.path.abspath(__file__))
-out = sys.argv[1]
-subprocess.run([sys.executable, os.path.join(here, "fixed_template.py")] + sys.argv[1:], check=True)
-folder = os.path.join(out, "sdpa_hopper")
-path = os.path.join(folder, "sdpa_hopper.cu")
-src = open(path).read()
+from template_copy import TemplateCopy
 
-
-def patch(anchor, new, count=1):
-    global src
-    assert src.count(anchor) == count, (src.count(anchor), anchor)
-    src = src.replace(anchor, new)
-
-
-patch("namespace hopper {\n", """static_assert(PERSISTENT && !STREAM_K && SPLITS == 1 && INTRA_OVERLAP && RESCALE_UNDER_QK,
+copy = TemplateCopy.from_argv()
+patch = copy.patch
+copy.before_namespace("""static_assert(PERSISTENT && !STREAM_K && SPLITS == 1 && INTRA_OVERLAP && RESCALE_UNDER_QK,
               "the tile-overlap copy needs PERSISTENT, one split, INTRA_OVERLAP, RESCALE_UNDER_QK");
-namespace hopper {
 """)
 # Two Q tiles; their mbarriers after the K/V ones (STREAM_K's piece slots are unused).
 patch("  __device__ __forceinline__ unsigned q() const { return base; }",
@@ -60,10 +48,8 @@ patch("""    evo::mbar_init(smem.q_full(), 1);
     }""")
 
 # The consumer's walk, from its first tile to the end of its main loop.
-start = src.index("  int kv_iter = 0;\n  int round = 0;\n  for (;;) {\n    // Without STREAM_K each consumer")
-end_anchor = "      kv_iter += num_kv_tiles;\n      ++round;\n    }\n"
-end = src.index(end_anchor) + len(end_anchor)
-src = src[:start] + r"""  int kv_iter = 0;
+copy.replace_span("  int kv_iter = 0;\n  int round = 0;\n  for (;;) {\n    // Without STREAM_K each consumer",
+                  "      kv_iter += num_kv_tiles;\n      ++round;\n    }\n", r"""  int kv_iter = 0;
   int round = 0;
   float acc[HEAD_DIM / 2];
   float row_max[2] = {evo::neg_inf(), evo::neg_inf()};
@@ -217,16 +203,20 @@ src = src[:start] + r"""  int kv_iter = 0;
     }
     kv_iter += num_kv_tiles;
     ++round;
-""" + src[end:]
+""")
 patch("""    const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),
                           evo::wgmma_attention_normalizer(row_sum[1])};""",
       """    const float inv[2] = {evo::wgmma_attention_normalizer(out_sum[0]),
                           evo::wgmma_attention_normalizer(out_sum[1])};""")
-open(path, "w").write(src)
+copy.write()
+# Two Q tiles and their two mbarriers; no stream-K piece slots.
+old = "(BLOCK_M * D * (1 + TMA_STORE) + STAGES * 2 * BLOCK_N * D) * 2 + 8 * (2 + 4 * STAGES) + (STREAM_K ? 96 : 0)"
+new = "(BLOCK_M * D * (2 + TMA_STORE) + STAGES * 2 * BLOCK_N * D) * 2 + 8 * (4 + 4 * STAGES)"
 
-mpath = os.path.join(folder, "manifest.json")
-text = open(mpath).read()
-old = '"(BLOCK_M * D * (1 + TMA_STORE) + STAGES * 2 * BLOCK_N * D) * 2 + 8 * (2 + 4 * STAGES) + (STREAM_K ? 96 : 0)"'
-assert text.count(old) == 1
-text = text.replace(old, '"(BLOCK_M * D * (2 + TMA_STORE) + STAGES * 2 * BLOCK_N * D) * 2 + 8 * (4 + 4 * STAGES)"')
-open(mpath, "w").write(text)
+
+def two_q_tiles(expr):
+    assert expr == old, expr
+    return new
+
+
+copy.derive("SMEM_BYTES", two_q_tiles)

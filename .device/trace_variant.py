@@ -4,25 +4,18 @@ the events of each tile into the global evo_trace, for the first 4 CTAs and 64 t
 consumer warpgroup (thread 0 of it) 0 tile start, 7 K_0 landed, 1 first Q K^T issued, 6 first
 softmax done, 2 loop done, 3 last P V issued, 4 last P V done, 5 epilogue done; the producer
 0 Q load issued, 1 last K/V copy issued. Read by trace_read.py. Usage: trace_variant.py OUT KNOB=V..."""
-import os, subprocess, sys
-here = os.path.dirname(os.path.abspath(__file__))
-out = sys.argv[1]
-subprocess.run([sys.executable, os.path.join(here, "fixed_template.py")] + sys.argv[1:], check=True)
-path = os.path.join(out, "sdpa_hopper", "sdpa_hopper.cu")
-src = open(path).read()
+import os
+from template_copy import SOFTMAX_WAIT_PACK, TemplateCopy
 
-def patch(anchor, new):
-    global src
-    assert src.count(anchor) == 1, anchor
-    src = src.replace(anchor, new)
+copy = TemplateCopy.from_argv()
+patch = copy.patch
 
-patch("namespace hopper {\n", """__device__ unsigned long long evo_trace[4][3][64][24];
+copy.before_namespace("""__device__ unsigned long long evo_trace[4][3][64][24];
 #define EVO_TRACE(e)                                                              \\
   do {                                                                            \\
     if (blockIdx.x < 4 && tid % 128 == 0 && piece_round < 64)                     \\
       evo_trace[blockIdx.x][1 + consumer][piece_round][e] = clock64();            \\
   } while (0)
-namespace hopper {
 """)
 patch("    const int first_position = m_tile * rows.positions;\n",
       "    const int first_position = m_tile * rows.positions;\n    EVO_TRACE(0);\n")
@@ -82,14 +75,7 @@ if "b" in variant:
 # p: the next P packed into registers of its own before the wait for the last P V, copied into
 # P after it (ptxas otherwise hoists that wait above the softmax to pack in place).
 if "p" in variant:
-    patch("""          softmax(j, alpha);
-          evo::wgmma_wait<0>();
-          evo::wgmma_fence_registers(acc);
-          evo::wgmma_fence_registers(p);
-          release(smem.v_empty(stage_of(j - 1)), lane);
-          if (!RESCALE_UNDER_QK) rescale(alpha);
-          pack_probabilities();
-""", """          softmax(j, alpha);
+    patch(SOFTMAX_WAIT_PACK + "\n", """          softmax(j, alpha);
           unsigned next_p[BLOCK_N / 16][4];
           evo::wgmma_attention_pack<BLOCK_N, Elem>(s, next_p);
           evo::wgmma_fence_registers(next_p);
@@ -108,10 +94,8 @@ if "p" in variant:
 # reads the other; the wait for a P V moves to the next turn, after the next Q K^T's issue (before
 # the rescale). Needs RESCALE_UNDER_QK=1.
 if "d" in variant:
-    start = src.index("        for (int j = 1; j < num_kv_tiles; ++j) {")
-    end_anchor = "        release(smem.v_empty(stage_of(last)), lane);\n      } else {"
-    end = src.index(end_anchor) + len("        release(smem.v_empty(stage_of(last)), lane);\n")
-    src = src[:start] + """        // P_j lives in buffer j % 2 (p, other_p).
+    copy.replace_span("        for (int j = 1; j < num_kv_tiles; ++j) {",
+                      "        release(smem.v_empty(stage_of(last)), lane);\n", """        // P_j lives in buffer j % 2 (p, other_p).
         const auto step = [&](int j, unsigned(&p_prev)[BLOCK_N / 16][4],
                               unsigned(&p_new)[BLOCK_N / 16][4]) {
           wait_keys(j);
@@ -162,7 +146,7 @@ if "d" in variant:
           }
           step(j + 1, other_p, p);
         }
-""" + src[end:]
+""")
 if "n" in variant:
-    src = src.replace("evo_trace[blockIdx.x][1 + consumer][piece_round][e] = clock64();", "(void)0;")
-open(path, "w").write(src)
+    patch("evo_trace[blockIdx.x][1 + consumer][piece_round][e] = clock64();", "(void)0;")
+copy.write()

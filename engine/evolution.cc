@@ -319,7 +319,7 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
   // The configurations whose knob values the fastest candidates share most, each knob read
   // alone (engine/knob_marginals): where the model is still unsure of the best's region, they
   // combine what each knob's fastest value says. Ties keep the model's order.
-  {
+  if (marginal_count > 0) {
     const KnobMarginals marginals(space_.manifest(), history);
     std::vector<double> ratio(pool.size());
     std::vector<size_t> order(pool.size());
