@@ -13,7 +13,12 @@ $E run --template sdpa_hopper --shape $shape ${BF16:+--problem BF16=1} --elite 3
 tail -12 $OUT/run_$name.txt
 $E show elite --db $db 2>&1 | head -12
 cp $db $OUT/
-for i in 0 1 2; do
-  knobs=$($E show elite --db $db --json | python3 -c "import json,sys;e=json.load(sys.stdin)['elite'];print(' '.join(f'{k}={v}' for k,v in sorted(e[$i]['genome'].items())) if len(e)>$i else '')")
-  [ -n "$knobs" ] && PROBLEM=${BF16:+BF16=1} prof "[elite #$((i+1))]" "" $shape $knobs
+i=0
+$E show elite --db $db --json | python3 -c "
+import json, sys
+for member in json.load(sys.stdin)['elite']:
+    print(' '.join(f'{k}={v}' for k, v in sorted(member['genome'].items())))" |
+while read knobs; do
+  i=$((i + 1))
+  PROBLEM=${BF16:+BF16=1} prof "[elite #$i]" "" $shape $knobs
 done

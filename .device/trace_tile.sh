@@ -16,7 +16,7 @@ trace_tile() {
   local label=$1 dir=$2 shape=$3 id b h s d
   rm -rf /tmp/t.db* /tmp/exp
   $E --templates $dir run --template sdpa_hopper --shape $shape --budget 1 --db /tmp/t.db --no-retime > $OUT/run_$label.txt 2>&1
-  id=$(python3 -c "import sqlite3;print(sqlite3.connect('/tmp/t.db').execute(\"select id from candidates where status='measured'\").fetchone()[0])")
+  id=$($E --templates $dir show elite --db /tmp/t.db --json | python3 -c "import json,sys;print(json.load(sys.stdin)['elite'][0]['id'])")
   $E --templates $dir export $id --db /tmp/t.db --out /tmp/exp > $OUT/export_$label.txt 2>&1
   IFS=, read b h s d <<< "$shape"
   python3 .device/trace_read.py /tmp/exp $b $h $s $d > $OUT/trace_$label.txt 2>&1
