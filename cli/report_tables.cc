@@ -76,10 +76,13 @@ std::string EliteTable(const ReportRun& report) {
   }
   const std::optional<SideBySide>& retimed = report.elite.front().side_by_side;
   html += retimed ? fmt::format(
-                        "<p>Members by score, the slower of the first median and the confirming "
-                        "one; ranked by the median of {} side-by-side timings each (re-timing {}"
-                        ", {}) (microseconds, p10..p90 in brackets).</p>\n",
-                        retimed->timings, retimed->retiming_id, HtmlEscape(retimed->finished_at))
+                        "<p>The fastest {} of the {} candidates re-timed side by side (the "
+                        "score's elite, the score being the slower of the first median and the "
+                        "confirming one, and close contenders); ranked by the median of {} "
+                        "side-by-side timings each (re-timing {}, {}) (microseconds, p10..p90 in "
+                        "brackets).</p>\n",
+                        report.elite.size(), retimed->timed, retimed->timings, retimed->retiming_id,
+                        HtmlEscape(retimed->finished_at))
                   : "<p>Ranked by the score, the slower of the first median and the confirming "
                     "one (microseconds, p10..p90 in brackets).</p>\n";
   html += "<div class=\"wide\"><table class=\"elite\">\n";

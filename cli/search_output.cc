@@ -90,7 +90,8 @@ Json CandidateToJson(const CandidateRecord& c) {
   if (c.side_by_side) {
     json["side_by_side"] = {{"retiming", c.side_by_side->retiming_id},
                             {"median_us", c.side_by_side->median_us},
-                            {"timings", c.side_by_side->timings}};
+                            {"timings", c.side_by_side->timings},
+                            {"timed", c.side_by_side->timed}};
   }
   if (c.measured_on) {
     json["gpu"] = {{"ordinal", c.measured_on->ordinal},
@@ -159,9 +160,14 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
   if (retimed) {
     text += fmt::format(
         "  ordered by the side-by-side re-timing {} ({} timings of each member{}, {}): the "
-        "median of each member's timings\n",
+        "median of each member's timings{}\n",
         retimed->retiming_id, retimed->timings,
-        retimed->gpu ? fmt::format(" on GPU {}", retimed->gpu->ordinal) : "", retimed->finished_at);
+        retimed->gpu ? fmt::format(" on GPU {}", retimed->gpu->ordinal) : "", retimed->finished_at,
+        static_cast<size_t>(retimed->timed) > elite.size()
+            ? fmt::format("; the {} fastest of the {} it timed (the score's elite and close "
+                          "contenders)",
+                          elite.size(), retimed->timed)
+            : "");
   } else if (elite.size() > 1) {
     text += "  ordered by score (these members were not re-timed side by side)\n";
   }

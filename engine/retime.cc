@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <map>
@@ -55,13 +56,15 @@ RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvalua
     return Report(RetimeResult::kOff, "the elite was not re-timed (turned off)");
   }
   const std::vector<CandidateRecord> elite = store.EliteByScore(run_id);
-  if (elite.size() < 2) {
+  // The elite's members and, after them, the close contenders (by score).
+  const std::vector<CandidateRecord> timed = store.Contenders(run_id);
+  if (timed.size() < 2) {
     return Report(RetimeResult::kTooFew, fmt::format("the elite has {} member{}: nothing to "
                                                      "re-time side by side",
                                                      elite.size(), elite.size() == 1 ? "" : "s"));
   }
   std::set<int64_t> members;
-  for (const CandidateRecord& c : elite) members.insert(c.id);
+  for (const CandidateRecord& c : timed) members.insert(c.id);
   if (const std::optional<Retiming> latest = store.LatestRetiming(run_id);
       latest && latest->Members() == members) {
     return Report(
@@ -93,17 +96,24 @@ RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvalua
   std::vector<int64_t> ids;
   std::map<int64_t, const CandidateRecord*> by_id;
   std::vector<Genome> genomes;
-  for (const CandidateRecord& c : elite) {
+  for (const CandidateRecord& c : timed) {
     ids.push_back(c.id);
     by_id[c.id] = &c;
     genomes.push_back(c.proposal.genome);
   }
   if (options.announce) {
+    const std::vector<CandidateRecord> close(timed.begin() + static_cast<long>(elite.size()),
+                                             timed.end());
     options.announce(fmt::format(
-        "re-timing the elite's {} members ({}) side by side on GPU {}: {} rounds, {} timings "
+        "re-timing the elite's {} member{} ({}){} side by side on GPU {}: {} rounds, {} timings "
         "(Ctrl-C stops it; the elite then keeps its score order)",
-        elite.size(), Ids(elite), gpu.ordinal, options.rounds,
-        elite.size() * static_cast<size_t>(options.rounds)));
+        elite.size(), elite.size() == 1 ? "" : "s", Ids(elite),
+        close.empty() ? ""
+                      : fmt::format(" and {} close contender{} ({}, scored within {:.0f} % of "
+                                    "the last member)",
+                                    close.size(), close.size() == 1 ? "" : "s", Ids(close),
+                                    kContenderMargin * 100),
+        gpu.ordinal, options.rounds, timed.size() * static_cast<size_t>(options.rounds)));
   }
 
   Retiming retiming;
@@ -146,13 +156,22 @@ RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvalua
 
   const std::vector<CandidateRecord> ordered = store.Elite(run_id);
   const bool changed = Ids(ordered) != Ids(elite);
+  std::vector<CandidateRecord> joined;
+  for (const CandidateRecord& c : ordered) {
+    if (std::none_of(elite.begin(), elite.end(),
+                     [&](const CandidateRecord& member) { return member.id == c.id; })) {
+      joined.push_back(c);
+    }
+  }
   RetimeReport report = Report(
       RetimeResult::kRetimed,
-      fmt::format("re-timing {} stored ({} timings in {:.1f} s): side by side the order is {}{}",
+      fmt::format("re-timing {} stored ({} timings in {:.1f} s): side by side the order is {}{}{}",
                   retiming.id, retiming.timings.size(),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                  Ids(ordered),
-                  changed ? " (by score it was " + Ids(elite) + ")" : ", as by score"));
+                  Ids(ordered), changed ? " (by score it was " + Ids(elite) + ")" : ", as by score",
+                  joined.empty()
+                      ? ""
+                      : fmt::format("; {} joined the elite from the contenders", Ids(joined))));
   report.retiming = std::move(retiming);
   return report;
 }

@@ -28,6 +28,7 @@ struct SideBySide {
   int64_t retiming_id = 0;
   double median_us = 0;
   int timings = 0;  // this member's
+  int timed = 0;    // candidates the re-timing timed: the elite's members and close contenders
   std::optional<GpuIdentity> gpu;
   std::string finished_at;  // when the re-timing ended
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "evaluator/percentile.h"
+#include "population/store.h"
 
 namespace evo {
 
@@ -35,29 +36,49 @@ std::vector<int64_t> RoundOrder(const std::vector<int64_t>& members, int round) 
   return order;
 }
 
-std::vector<CandidateRecord> OrderBySideBySide(std::vector<CandidateRecord> elite,
+std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>& candidates,
+                                              int elite_size) {
+  const size_t size = static_cast<size_t>(std::max(elite_size, 0));
+  const size_t extra = std::max<size_t>(size, 2);
+  std::vector<CandidateRecord> ranked = SelectElite(candidates, static_cast<int>(size + extra));
+  if (ranked.size() <= size || size == 0) return ranked;
+  const double bound = *ranked[size - 1].score_us() * (1 + kContenderMargin);
+  size_t keep = size;
+  while (keep < ranked.size() && *ranked[keep].score_us() <= bound) ++keep;
+  ranked.resize(keep);
+  return ranked;
+}
+
+std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elite,
+                                               std::vector<CandidateRecord> retimed,
                                                const std::optional<Retiming>& retiming) {
   if (!retiming || elite.empty()) return elite;
-  std::set<int64_t> members;
-  for (const CandidateRecord& c : elite) members.insert(c.id);
-  if (members != retiming->Members()) return elite;
+  const std::set<int64_t> members = retiming->Members();
+  std::set<int64_t> given;
+  for (const CandidateRecord& c : retimed) given.insert(c.id);
+  if (given != members) return elite;
+  for (const CandidateRecord& c : elite) {
+    if (members.count(c.id) == 0) return elite;
+  }
   const std::map<int64_t, double> medians = retiming->Medians();
   const std::map<int64_t, int> counts = retiming->Counts();
-  for (CandidateRecord& c : elite) {
+  for (CandidateRecord& c : retimed) {
     SideBySide figure;
     figure.retiming_id = retiming->id;
     figure.median_us = medians.at(c.id);
     figure.timings = counts.at(c.id);
+    figure.timed = static_cast<int>(members.size());
     figure.gpu = retiming->gpu;
     figure.finished_at = retiming->finished_at;
     c.side_by_side = figure;
   }
   // Stable: equal medians keep the score's order.
-  std::stable_sort(elite.begin(), elite.end(),
+  std::stable_sort(retimed.begin(), retimed.end(),
                    [](const CandidateRecord& a, const CandidateRecord& b) {
                      return a.side_by_side->median_us < b.side_by_side->median_us;
                    });
-  return elite;
+  retimed.resize(elite.size());
+  return retimed;
 }
 
 }  // namespace evo

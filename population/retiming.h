@@ -47,10 +47,24 @@ struct Retiming {
 // drift linear in time moves every member's median alike.
 std::vector<int64_t> RoundOrder(const std::vector<int64_t>& members, int round);
 
-// The elite (best first by score) in the order the re-timing's medians give it, best first, ties
-// kept in score order, each member's SideBySide set, when `retiming` timed exactly the elite's
-// members; otherwise (no re-timing, or the membership changed since) the elite as given.
-std::vector<CandidateRecord> OrderBySideBySide(std::vector<CandidateRecord> elite,
+// How far past the score's K-th member a candidate's score may lie and still be re-timed beside
+// the elite: on the H100 the same long kernel measured 2 to 6 % apart from one timing to the
+// next, with the clock, so a candidate scored a few per cent behind may well be faster.
+inline constexpr double kContenderMargin = 0.03;
+
+// The candidates a re-timing times, best first by score: the score's elite (SelectElite of
+// `elite_size`) and, after it, up to max(elite_size, 2) more whose score is within
+// kContenderMargin of the elite's last member's.
+std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>& candidates,
+                                              int elite_size);
+
+// The elite as users take it. When `retiming` timed every member of the score's elite (`elite`,
+// best first by score), and `retimed` holds the candidates it timed (best first by score): the
+// elite.size() fastest of them by the re-timing's medians, best first, ties kept in score order,
+// each carrying its SideBySide. So a close contender that is faster side by side takes the place
+// of the slowest member. Otherwise (no re-timing, or the score's elite changed since) `elite`.
+std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elite,
+                                               std::vector<CandidateRecord> retimed,
                                                const std::optional<Retiming>& retiming);
 
 }  // namespace evo

@@ -860,7 +860,19 @@ std::optional<CandidateRecord> PopulationStore::FindCandidate(int64_t candidate_
 }
 
 std::vector<CandidateRecord> PopulationStore::Elite(int64_t run_id) {
-  return OrderBySideBySide(EliteByScore(run_id), LatestRetiming(run_id));
+  std::vector<CandidateRecord> by_score = EliteByScore(run_id);
+  const std::optional<Retiming> latest = LatestRetiming(run_id);
+  if (!latest) return by_score;
+  std::vector<CandidateRecord> retimed;
+  for (const int64_t id : latest->Members()) {
+    if (std::optional<CandidateRecord> c = FindCandidate(id)) retimed.push_back(std::move(*c));
+  }
+  retimed = SelectElite(retimed, static_cast<int>(retimed.size()));
+  return EliteBySideBySide(std::move(by_score), std::move(retimed), latest);
+}
+
+std::vector<CandidateRecord> PopulationStore::Contenders(int64_t run_id) {
+  return SelectContenders(Candidates(run_id), static_cast<int>(EliteSize(db_, run_id)));
 }
 
 int64_t PopulationStore::AddRetiming(const Retiming& retiming) {

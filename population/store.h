@@ -96,10 +96,15 @@ class PopulationStore {
 
   std::vector<CandidateRecord> Candidates(int64_t run_id);  // by id
   std::optional<CandidateRecord> FindCandidate(int64_t candidate_id);
-  // The elite, best first: by the medians of the latest side-by-side re-timing when it timed
-  // exactly these members (each then carries its CandidateRecord::side_by_side), else by score.
-  // What users take as "the best" (show, exports, tune's dispatch) comes from here.
+  // The elite, best first: when the latest side-by-side re-timing timed every member of the
+  // score's elite, the K fastest of the candidates it timed by its medians (each then carries its
+  // CandidateRecord::side_by_side; a close contender can take a member's place), else the elite
+  // by score (EliteBySideBySide). What users take as "the best" (show, exports, tune's dispatch)
+  // comes from here.
   std::vector<CandidateRecord> Elite(int64_t run_id);
+  // What a re-timing of the run times: the score's elite and its close contenders
+  // (SelectContenders), best first by score.
+  std::vector<CandidateRecord> Contenders(int64_t run_id);
   // The elite by score alone (SelectElite's order), as the search decides on it: what it
   // proposes and confirms must not depend on whether a re-timing ran in between.
   std::vector<CandidateRecord> EliteByScore(int64_t run_id);

@@ -1,7 +1,10 @@
 #include "engine/retime.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -73,57 +76,146 @@ TEST_CASE("RoundOrder alternates the elite's order and its reverse", "[retime]")
   CHECK(RoundOrder(members, 3) == std::vector<int64_t>{9, 3, 7});
 }
 
-TEST_CASE("OrderBySideBySide: medians order the members, ties keep the score order", "[retime]") {
-  std::vector<CandidateRecord> elite(3);
-  for (size_t i = 0; i < elite.size(); ++i) elite[i].id = static_cast<int64_t>(i + 1);
+// A finished, measured candidate whose score is `score_us`.
+CandidateRecord Scored(int64_t id, double score_us) {
+  CandidateRecord c;
+  c.id = id;
+  c.state = CandidateState::kFinished;
+  c.outcome.status = Status::kMeasured;
+  TimingFigures confirmation;
+  confirmation.median_us = score_us;
+  c.confirmation = confirmation;
+  return c;
+}
+
+Retiming WithTimings(int64_t id, const std::vector<std::pair<int64_t, double>>& timings) {
   Retiming retiming;
-  retiming.id = 5;
-  // Medians of four timings each: 1 -> 11, 2 -> 10.5 (between 10 and 11), 3 -> 11 (a tie with 1).
-  const std::vector<std::pair<int64_t, double>> timings = {{1, 11}, {2, 10}, {3, 12}, {3, 10},
-                                                           {2, 11}, {1, 11}, {1, 12}, {2, 10},
-                                                           {3, 11}, {3, 11}, {2, 12}, {1, 9}};
-  for (const auto& [id, us] : timings) {
+  retiming.id = id;
+  for (const auto& [candidate, us] : timings) {
     RetimingTiming t;
-    t.candidate_id = id;
+    t.candidate_id = candidate;
     t.timing.median_us = us;
     retiming.timings.push_back(t);
   }
-  CHECK(retiming.Medians() == std::map<int64_t, double>{{1, 11.0}, {2, 10.5}, {3, 11.0}});
-  const std::vector<CandidateRecord> ordered = OrderBySideBySide(elite, retiming);
-  CHECK(Ids(ordered) == std::vector<int64_t>{2, 1, 3});
-  CHECK(ordered[0].side_by_side->median_us == 10.5);
-  CHECK(ordered[0].side_by_side->timings == 4);
-  CHECK(ordered[0].side_by_side->retiming_id == 5);
-
-  // Other members (one left, one joined): the score's order, no side-by-side figures.
-  elite[2].id = 4;
-  const std::vector<CandidateRecord> other = OrderBySideBySide(elite, retiming);
-  CHECK(Ids(other) == std::vector<int64_t>{1, 2, 4});
-  for (const CandidateRecord& c : other) CHECK(!c.side_by_side);
-  CHECK(Ids(OrderBySideBySide(elite, std::nullopt)) == std::vector<int64_t>{1, 2, 4});
+  return retiming;
 }
 
 TEST_CASE(
-    "retime: at the end of a run the elite is ordered by side-by-side medians, its members "
-    "unchanged, every timing stored",
+    "SelectContenders: the score's elite, then up to max(K, 2) more scored within the margin of "
+    "its last member",
+    "[retime]") {
+  // Scores 100, 101, 102 (the elite of 3), then 103, 104.5, 105.05 (within 3 % of 102, that is
+  // 105.06), 105.07 (outside), and a candidate that failed.
+  std::vector<CandidateRecord> candidates = {Scored(1, 104.5),  Scored(2, 100),   Scored(3, 105.07),
+                                             Scored(4, 102),    Scored(5, 101),   Scored(6, 103),
+                                             Scored(7, 105.05), CandidateRecord{}};
+  candidates.back().id = 8;
+  CHECK(Ids(SelectContenders(candidates, 3)) == std::vector<int64_t>{2, 5, 4, 6, 1, 7});
+  // Two more at most for an elite of 2 (101 * 1.03 = 104.03: 102 and 103 are within).
+  CHECK(Ids(SelectContenders(candidates, 2)) == std::vector<int64_t>{2, 5, 4, 6});
+  // An elite of 1 still has up to two contenders (within 103); an elite larger than the scored
+  // candidates holds them all.
+  CHECK(Ids(SelectContenders(candidates, 1)) == std::vector<int64_t>{2, 5, 4});
+  CHECK(Ids(SelectContenders(candidates, 10)).size() == 7);
+  // No contender beyond the margin: only the elite.
+  CHECK(Ids(SelectContenders({Scored(1, 10), Scored(2, 20), Scored(3, 30)}, 2)) ==
+        std::vector<int64_t>{1, 2});
+}
+
+TEST_CASE(
+    "EliteBySideBySide: the K fastest of the re-timed candidates by their medians, ties in score "
+    "order; the score's elite when the re-timing did not time all of it",
+    "[retime]") {
+  const std::vector<CandidateRecord> elite = {Scored(1, 10), Scored(2, 10.1), Scored(3, 10.2)};
+  std::vector<CandidateRecord> retimed = elite;
+  retimed.push_back(Scored(4, 10.25));  // a close contender
+  // Medians of four timings each: 1 -> 11, 2 -> 10.5 (between 10 and 11), 3 -> 11 (a tie with
+  // 1), 4 -> 10.75.
+  const Retiming retiming = WithTimings(5, {{1, 11},
+                                            {2, 10},
+                                            {3, 12},
+                                            {3, 10},
+                                            {4, 11},
+                                            {2, 11},
+                                            {1, 11},
+                                            {1, 12},
+                                            {4, 10.5},
+                                            {2, 10},
+                                            {3, 11},
+                                            {3, 11},
+                                            {2, 12},
+                                            {1, 9},
+                                            {4, 10},
+                                            {4, 12}});
+  CHECK(retiming.Medians() ==
+        std::map<int64_t, double>{{1, 11.0}, {2, 10.5}, {3, 11.0}, {4, 10.75}});
+  // The contender, faster than 1 and 3 side by side, takes the place of the slowest (3: tied
+  // with 1, after it by score).
+  const std::vector<CandidateRecord> ordered = EliteBySideBySide(elite, retimed, retiming);
+  CHECK(Ids(ordered) == std::vector<int64_t>{2, 4, 1});
+  CHECK(ordered[0].side_by_side->median_us == 10.5);
+  CHECK(ordered[0].side_by_side->timings == 4);
+  CHECK(ordered[0].side_by_side->timed == 4);
+  CHECK(ordered[0].side_by_side->retiming_id == 5);
+
+  // Exactly the elite re-timed: only its order moves.
+  const Retiming members_only =
+      WithTimings(6, {{1, 11}, {2, 10}, {3, 9}, {3, 9}, {2, 10}, {1, 11}});
+  CHECK(Ids(EliteBySideBySide(elite, elite, members_only)) == std::vector<int64_t>{3, 2, 1});
+
+  // A member of the score's elite that the re-timing did not time (one joined since): the
+  // score's order, no side-by-side figures. Also when `retimed` is not what it timed, or there
+  // is no re-timing.
+  std::vector<CandidateRecord> changed = elite;
+  changed[2] = Scored(9, 10.2);
+  const std::vector<CandidateRecord> other = EliteBySideBySide(changed, retimed, retiming);
+  CHECK(Ids(other) == std::vector<int64_t>{1, 2, 9});
+  for (const CandidateRecord& c : other) CHECK(!c.side_by_side);
+  CHECK(Ids(EliteBySideBySide(elite, elite, retiming)) == std::vector<int64_t>{1, 2, 3});
+  CHECK(Ids(EliteBySideBySide(elite, retimed, std::nullopt)) == std::vector<int64_t>{1, 2, 3});
+}
+
+// Candidates ordered as a GPU that never warmed would time them (ties in the given order).
+std::vector<CandidateRecord> ByTrueSpeed(std::vector<CandidateRecord> members) {
+  std::stable_sort(members.begin(), members.end(),
+                   [](const CandidateRecord& a, const CandidateRecord& b) {
+                     return BaseMedian(a.proposal.genome) < BaseMedian(b.proposal.genome);
+                   });
+  return members;
+}
+
+// The first `count` of `candidates`.
+std::vector<CandidateRecord> First(std::vector<CandidateRecord> candidates, size_t count) {
+  candidates.resize(std::min(count, candidates.size()));
+  return candidates;
+}
+
+// The first seed from `seed` whose run (budget 32, elite of 4, warming, not re-timed) meets
+// `wanted(elite by score, contenders)`; 0 if none below 200.
+uint64_t SeedWhere(uint64_t seed,
+                   const std::function<bool(const std::vector<CandidateRecord>&,
+                                            const std::vector<CandidateRecord>&)>& wanted) {
+  for (; seed < 200; ++seed) {
+    FakeGpuRun probe({kWarming}, seed, 32, 4);
+    probe.Run(NoRetime());
+    if (wanted(probe.store().EliteByScore(probe.run_id()),
+               probe.store().Contenders(probe.run_id()))) {
+      return seed;
+    }
+  }
+  return 0;
+}
+
+TEST_CASE(
+    "retime: at the end of a run the elite and its close contenders are timed side by side; the "
+    "elite is the fastest of them in order, every timing stored",
     "[retime][search][gpus]") {
   // A seed whose scores, taken as the GPU warmed, put the elite out of order, so that the
   // re-timing has an order to recover (most seeds do; which ones follows the engine).
-  const auto by_true_speed = [](std::vector<CandidateRecord> members) {
-    std::stable_sort(members.begin(), members.end(),
-                     [](const CandidateRecord& a, const CandidateRecord& b) {
-                       return BaseMedian(a.proposal.genome) < BaseMedian(b.proposal.genome);
-                     });
-    return members;
-  };
-  uint64_t seed = 7;
-  for (; seed < 40; ++seed) {
-    FakeGpuRun probe({kWarming}, seed, 32, 4);
-    probe.Run(NoRetime());
-    const std::vector<CandidateRecord> scored = probe.store().EliteByScore(probe.run_id());
-    if (Ids(scored) != Ids(by_true_speed(scored))) break;
-  }
-  REQUIRE(seed < 40);
+  const uint64_t seed = SeedWhere(7, [](const auto& by_score, const auto& timed) {
+    return Ids(First(ByTrueSpeed(timed), by_score.size())) != Ids(by_score);
+  });
+  REQUIRE(seed != 0);
   FakeGpuRun run({kWarming}, seed, 32, 4);
   std::vector<std::string> announced;
   SearchOptions options;
@@ -133,20 +225,24 @@ TEST_CASE(
   REQUIRE(summary.retime);
   INFO(summary.retime->message);
   CHECK(summary.retime->result == RetimeResult::kRetimed);
-  REQUIRE(announced.size() == 1);
-  CHECK_THAT(announced[0], Catch::Contains("side by side on GPU 0: 4 rounds, 16 timings"));
 
   PopulationStore& store = run.store();
   const std::vector<CandidateRecord> by_score = store.EliteByScore(run.run_id());
+  const std::vector<CandidateRecord> timed = store.Contenders(run.run_id());
   const std::vector<CandidateRecord> elite = store.Elite(run.run_id());
   REQUIRE(by_score.size() == 4);
-  // The members are the score's Top-K, as SelectElite makes it.
+  // The score's Top-K, as SelectElite makes it, leads the timed candidates.
   CHECK(Ids(by_score) == Ids(SelectElite(store.Candidates(run.run_id()), 4)));
-  CHECK(IdSet(elite) == IdSet(by_score));
+  CHECK(Ids(First(timed, 4)) == Ids(by_score));
+  CHECK(Ids(timed) == Ids(SelectContenders(store.Candidates(run.run_id()), 4)));
+  const size_t timings = timed.size() * 4;
+  REQUIRE(announced.size() == 1);
+  CHECK_THAT(announced[0], Catch::Contains("side by side on GPU 0: 4 rounds, " +
+                                           std::to_string(timings) + " timings"));
 
-  // Side by side, the warming cancels: the order is the one a GPU that never warmed gives,
-  // which the scores (taken as the GPU warmed) did not.
-  CHECK(Ids(elite) == Ids(by_true_speed(by_score)));
+  // Side by side, the warming cancels: the elite is the fastest K, in the order a GPU that never
+  // warmed gives, which the scores (taken as the GPU warmed) did not.
+  CHECK(Ids(elite) == Ids(First(ByTrueSpeed(timed), 4)));
   CHECK(Ids(elite) != Ids(by_score));
   REQUIRE(elite.front().side_by_side);
   const double offset =
@@ -154,6 +250,7 @@ TEST_CASE(
   for (const CandidateRecord& c : elite) {
     REQUIRE(c.side_by_side);
     CHECK(c.side_by_side->timings == 4);
+    CHECK(c.side_by_side->timed == static_cast<int>(timed.size()));
     CHECK(c.side_by_side->median_us - BaseMedian(c.proposal.genome) == Approx(offset));
   }
   CHECK_THAT(summary.retime->message, Catch::Contains("by score it was"));
@@ -164,23 +261,71 @@ TEST_CASE(
   const Retiming& retiming = retimings[0];
   CHECK(retiming.rounds == 4);
   CHECK(retiming.gpu->ordinal == 0);
-  REQUIRE(retiming.timings.size() == 16);
+  CHECK(retiming.Members() == IdSet(timed));
+  REQUIRE(retiming.timings.size() == timings);
   for (int round = 0; round < 4; ++round) {
-    const std::vector<int64_t> order = RoundOrder(Ids(by_score), round);
+    const std::vector<int64_t> order = RoundOrder(Ids(timed), round);
     for (size_t i = 0; i < order.size(); ++i) {
-      const RetimingTiming& t = retiming.timings[static_cast<size_t>(round) * 4 + i];
+      const RetimingTiming& t = retiming.timings[static_cast<size_t>(round) * timed.size() + i];
       CHECK(t.round == round);
       CHECK(t.candidate_id == order[i]);
     }
   }
   // The worker got them in that order, last.
   const std::vector<std::pair<int, Genome>> log = run.RequestLog();
-  REQUIRE(log.size() >= 16);
-  for (size_t i = 0; i < 16; ++i) {
+  REQUIRE(log.size() >= timings);
+  for (size_t i = 0; i < timings; ++i) {
     const RetimingTiming& t = retiming.timings[i];
     const CandidateRecord member = *store.FindCandidate(t.candidate_id);
-    CHECK(log[log.size() - 16 + i].second == member.proposal.genome);
+    CHECK(log[log.size() - timings + i].second == member.proposal.genome);
   }
+}
+
+TEST_CASE(
+    "retime: a close contender that is faster side by side than a member takes its place in the "
+    "elite; the search's own elite stays the score's",
+    "[retime][search][gpus]") {
+  // A seed where a candidate scored behind the elite (measured later, on a warmer GPU) is
+  // faster than one of its members.
+  const uint64_t seed = SeedWhere(1, [](const auto& by_score, const auto& timed) {
+    return IdSet(First(ByTrueSpeed(timed), by_score.size())) != IdSet(by_score);
+  });
+  REQUIRE(seed != 0);
+  FakeGpuRun run({kWarming}, seed, 32, 4);
+  std::vector<std::string> announced;
+  SearchOptions options;
+  options.retime.announce = [&](const std::string& line) { announced.push_back(line); };
+  const SearchSummary summary = run.Run(options);
+  REQUIRE(summary.retime);
+  INFO(summary.retime->message);
+  CHECK(summary.retime->result == RetimeResult::kRetimed);
+  PopulationStore& store = run.store();
+  const std::vector<CandidateRecord> by_score = store.EliteByScore(run.run_id());
+  const std::vector<CandidateRecord> timed = store.Contenders(run.run_id());
+  const std::vector<CandidateRecord> elite = store.Elite(run.run_id());
+  REQUIRE(timed.size() > by_score.size());
+  REQUIRE(announced.size() == 1);
+  CHECK_THAT(announced[0], Catch::Contains("close contender"));
+  CHECK_THAT(announced[0], Catch::Contains("scored within 3 % of the last member"));
+
+  CHECK(elite.size() == 4);
+  CHECK(Ids(elite) == Ids(First(ByTrueSpeed(timed), 4)));
+  std::vector<int64_t> joined;
+  for (const CandidateRecord& c : elite) {
+    if (IdSet(by_score).count(c.id) == 0) joined.push_back(c.id);
+  }
+  REQUIRE(!joined.empty());
+  CHECK_THAT(summary.retime->message, Catch::Contains("joined the elite from the contenders"));
+  CHECK_THAT(summary.retime->message, Catch::Contains("#" + std::to_string(joined[0])));
+  // Every one that joined was scored behind the elite's last member, within the margin.
+  for (const int64_t id : joined) {
+    const double score = *store.FindCandidate(id)->score_us();
+    CHECK(score >= *by_score.back().score_us());
+    CHECK(score <= *by_score.back().score_us() * (1 + kContenderMargin));
+  }
+  // The search decides on the score's elite, which the re-timing did not touch.
+  CHECK(Ids(store.EliteByScore(run.run_id())) ==
+        Ids(SelectElite(store.Candidates(run.run_id()), 4)));
 }
 
 TEST_CASE("retime: a run on several GPUs re-times its elite on the first GPU only",
@@ -194,10 +339,12 @@ TEST_CASE("retime: a run on several GPUs re-times its elite on the first GPU onl
   REQUIRE(retimings.size() == 1);
   CHECK(retimings[0].gpu->ordinal == 0);
   CHECK(retimings[0].gpu->uuid == "GPU-fake-0");
+  const size_t timings = run.store().Contenders(run.run_id()).size() * 4;
+  CHECK(retimings[0].timings.size() == timings);
   const std::vector<std::pair<int, Genome>> log = run.RequestLog();
-  REQUIRE(log.size() >= 12);
-  for (size_t i = log.size() - 12; i < log.size(); ++i) CHECK(log[i].first == 0);
-  CHECK(retimings[0].Members() == IdSet(run.store().EliteByScore(run.run_id())));
+  REQUIRE(log.size() >= timings);
+  for (size_t i = log.size() - timings; i < log.size(); ++i) CHECK(log[i].first == 0);
+  CHECK(retimings[0].Members() == IdSet(run.store().Contenders(run.run_id())));
 }
 
 TEST_CASE(
@@ -207,6 +354,8 @@ TEST_CASE(
   FakeGpuRun run({kWarming}, 11, 24, 3);
   REQUIRE(run.Run().retime->result == RetimeResult::kRetimed);
   const std::set<int64_t> first_members = run.store().LatestRetiming(run.run_id())->Members();
+  CHECK(first_members == IdSet(run.store().Contenders(run.run_id())));
+  const std::set<int64_t> first_elite = IdSet(run.store().EliteByScore(run.run_id()));
   const std::vector<int64_t> first_order = Ids(run.store().Elite(run.run_id()));
   const size_t requests = run.RequestLog().size();
 
@@ -226,7 +375,7 @@ TEST_CASE(
   run.Restart({kWarming});
   CHECK(run.Run(NoRetime()).reason == StopReason::kBudget);
   const std::vector<CandidateRecord> grown = run.store().Elite(run.run_id());
-  REQUIRE(IdSet(grown) != first_members);
+  REQUIRE(IdSet(grown) != first_elite);
   CHECK(Ids(grown) == Ids(run.store().EliteByScore(run.run_id())));
   for (const CandidateRecord& c : grown) CHECK(!c.side_by_side);
 
@@ -238,10 +387,12 @@ TEST_CASE(
   CHECK(again.retime->result == RetimeResult::kRetimed);
   const std::vector<Retiming> retimings = run.store().Retimings(run.run_id());
   REQUIRE(retimings.size() == 2);
-  CHECK(retimings[1].Members() == IdSet(grown));
+  const std::vector<CandidateRecord> timed = run.store().Contenders(run.run_id());
+  CHECK(Ids(First(timed, 3)) == Ids(grown));
+  CHECK(retimings[1].Members() == IdSet(timed));
   CHECK(retimings[0].Members() == first_members);  // the first is kept
   const std::vector<CandidateRecord> elite = run.store().Elite(run.run_id());
-  CHECK(IdSet(elite) == IdSet(grown));
+  CHECK(Ids(elite) == Ids(First(ByTrueSpeed(timed), 3)));
   for (const CandidateRecord& c : elite) CHECK(c.side_by_side->retiming_id == retimings[1].id);
 }
 
@@ -292,9 +443,9 @@ TEST_CASE("retime: a stop (Ctrl-C, SIGTERM) while re-timing stores nothing and s
   const RetimeReport stopped =
       RetimeElite(run.store(), run.run_id(), run.pipeline(), {}, [&asked] { return ++asked > 5; });
   CHECK(stopped.result == RetimeResult::kInterrupted);
-  CHECK(stopped.message ==
-        "re-timing stopped after 5 of 12 timings; the elite keeps its score order and nothing "
-        "was stored");
+  CHECK(stopped.message == "re-timing stopped after 5 of " +
+                               std::to_string(run.store().Contenders(run.run_id()).size() * 4) +
+                               " timings; the elite keeps its score order and nothing was stored");
   CHECK(run.RequestLog().size() == requests + 5);
   CHECK(run.store().Retimings(run.run_id()).empty());
   CHECK(Stored(run.store(), run.run_id()) == before);
@@ -310,15 +461,38 @@ TEST_CASE("retime: a stop (Ctrl-C, SIGTERM) while re-timing stores nothing and s
   CHECK(Stored(run.store(), run.run_id()) == before);
 }
 
-TEST_CASE("retime: an elite of one member has no order to settle; rounds 0 turn it off",
-          "[retime][search][gpus]") {
-  FakeGpuRun one({kWarming}, 11, 16, 1);
+TEST_CASE(
+    "retime: an elite of one member with no close contender has no order to settle; with one, "
+    "the two are timed side by side; rounds 0 turn it off",
+    "[retime][search][gpus]") {
+  // Seeds of budget 16 with and without a candidate scored within the margin of the best.
+  std::optional<uint64_t> alone;
+  std::optional<uint64_t> contested;
+  for (uint64_t seed = 1; seed < 200 && (!alone || !contested); ++seed) {
+    FakeGpuRun probe({kWarming}, seed, 16, 1);
+    probe.Run(NoRetime());
+    (probe.store().Contenders(probe.run_id()).size() == 1 ? alone : contested) = seed;
+  }
+  REQUIRE(alone);
+  REQUIRE(contested);
+  FakeGpuRun one({kWarming}, *alone, 16, 1);
   const SearchSummary summary = one.Run();
   REQUIRE(summary.retime);
   CHECK(summary.retime->result == RetimeResult::kTooFew);
   CHECK(summary.retime->message == "the elite has 1 member: nothing to re-time side by side");
   CHECK(one.store().Retimings(one.run_id()).empty());
   CHECK(one.store().Elite(one.run_id()).size() == 1);
+
+  FakeGpuRun two({kWarming}, *contested, 16, 1);
+  const SearchSummary timed = two.Run();
+  REQUIRE(timed.retime);
+  INFO(timed.retime->message);
+  CHECK(timed.retime->result == RetimeResult::kRetimed);
+  const std::vector<CandidateRecord> contenders = two.store().Contenders(two.run_id());
+  const std::vector<CandidateRecord> elite = two.store().Elite(two.run_id());
+  REQUIRE(elite.size() == 1);
+  CHECK(elite[0].id == ByTrueSpeed(contenders)[0].id);
+  CHECK(elite[0].side_by_side->timed == static_cast<int>(contenders.size()));
 
   FakeGpuRun off({kWarming}, 11, 16, 3);
   const SearchSummary unretimed = off.Run(NoRetime());
