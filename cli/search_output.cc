@@ -197,7 +197,7 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
 }
 
 std::string RetimingsToText(int64_t candidate_id, const std::vector<Retiming>& retimings,
-                            std::optional<int64_t> ordering) {
+                            std::optional<int64_t> ordering, bool in_elite) {
   std::string text;
   for (const Retiming& retiming : retimings) {
     const std::map<int64_t, double> medians = retiming.Medians();
@@ -210,16 +210,20 @@ std::string RetimingsToText(int64_t candidate_id, const std::vector<Retiming>& r
       if (t.timing.sm_clock_mhz > 0) timings += fmt::format(" ({:.0f} MHz)", t.timing.sm_clock_mhz);
     }
     text += fmt::format(
-        "  side by side: median {:.2f} us in re-timing {} of {} members{} ({}): {} us{}\n",
+        "  side by side: median {:.2f} us in re-timing {} of {} candidates{} ({}): {} us{}\n",
         median->second, retiming.id, retiming.Members().size(),
         retiming.gpu ? fmt::format(" on GPU {}", retiming.gpu->ordinal) : "", retiming.finished_at,
-        timings, ordering == retiming.id ? "; it orders the elite" : "");
+        timings,
+        ordering != retiming.id ? ""
+        : in_elite              ? "; it orders the elite"
+                                : "; it chose the elite, and this candidate was not among the "
+                                  "fastest");
   }
   return text;
 }
 
 Json RetimingsToJson(int64_t candidate_id, const std::vector<Retiming>& retimings,
-                     std::optional<int64_t> ordering) {
+                     std::optional<int64_t> ordering, bool in_elite) {
   Json json = Json::array();
   for (const Retiming& retiming : retimings) {
     const std::map<int64_t, double> medians = retiming.Medians();
@@ -237,6 +241,7 @@ Json RetimingsToJson(int64_t candidate_id, const std::vector<Retiming>& retiming
                     {"gpu", retiming.gpu ? Json(retiming.gpu->ordinal) : Json()},
                     {"finished_at", retiming.finished_at},
                     {"orders_elite", ordering == retiming.id},
+                    {"in_elite", ordering == retiming.id && in_elite},
                     {"timings", timings}});
   }
   return json;

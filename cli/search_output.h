@@ -21,11 +21,12 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
 // Everything stored about one candidate.
 std::string CandidateToText(const CandidateRecord& candidate);
 // The side-by-side re-timings among `retimings` that timed the candidate: its median and
-// timings in each, and which one (`ordering`) orders its run's elite now.
+// timings in each, which one (`ordering`) chose and orders its run's elite now, and whether the
+// candidate is in that elite (`in_elite`; a close contender re-timed beside it may not be).
 std::string RetimingsToText(int64_t candidate_id, const std::vector<Retiming>& retimings,
-                            std::optional<int64_t> ordering);
+                            std::optional<int64_t> ordering, bool in_elite);
 nlohmann::json RetimingsToJson(int64_t candidate_id, const std::vector<Retiming>& retimings,
-                               std::optional<int64_t> ordering);
+                               std::optional<int64_t> ordering, bool in_elite);
 // The live progress line of `evo run` (no newline).
 std::string ProgressLine(const SearchProgress& progress);
 

@@ -200,17 +200,19 @@ std::function<int()> SetupShow(CLI::App& app, const GlobalOptions& global) {
     // The re-timings that timed it, and the one that orders its run's elite now (if any).
     const std::vector<Retiming> retimings = store.Retimings(c.run_id);
     std::optional<int64_t> ordering;
+    bool in_elite = false;
     for (const CandidateRecord& member : store.Elite(c.run_id)) {
       if (member.side_by_side) ordering = member.side_by_side->retiming_id;
+      if (member.id == c.id) in_elite = true;
     }
     if (options->json) {
       Json json = CandidateToJson(c);
-      json["side_by_side"] = RetimingsToJson(c.id, retimings, ordering);
+      json["side_by_side"] = RetimingsToJson(c.id, retimings, ordering, in_elite);
       if (options->log) json["compile_log"] = c.outcome.compile_log;
       if (options->source) json["source"] = source;
       std::cout << json.dump(2) << "\n";
     } else {
-      std::cout << CandidateToText(c) << RetimingsToText(c.id, retimings, ordering);
+      std::cout << CandidateToText(c) << RetimingsToText(c.id, retimings, ordering, in_elite);
       if (options->log) std::cout << "log:\n" << c.outcome.compile_log;
       if (options->source) std::cout << "source:\n" << source;
     }

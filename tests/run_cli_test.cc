@@ -628,8 +628,10 @@ TEST_CASE("evo run --replay says its elite is not re-timed and why; --no-retime,
   CHECK(!std::filesystem::exists(dir.path() / "two.db"));
 }
 
-TEST_CASE("evo show elite and candidate give the side-by-side medians and say they order the elite",
-          "[cli][retime]") {
+TEST_CASE(
+    "evo show elite and candidate give the side-by-side medians, say they chose and order the "
+    "elite, and which re-timed candidate is not in it",
+    "[cli][retime]") {
   test::TempDir dir;
   const auto db = dir.path() / "evo.db";
   int64_t run_id = 0;
@@ -647,21 +649,22 @@ TEST_CASE("evo show elite and candidate give the side-by-side medians and say th
     spec.elite_size = 3;
     run_id = store.CreateRun(spec);
     std::vector<std::pair<std::string, Proposal>> proposals;
-    for (const int64_t block_n : {64, 128, 176}) {
+    for (const int64_t block_n : {64, 128, 176, 192}) {
       proposals.push_back({"cfg-" + std::to_string(block_n),
                            Proposal{{{"BLOCK_N", block_n}}, "random", std::nullopt, std::nullopt}});
     }
     ids = store.AddPending(run_id, 0, proposals);
-    // The scores of issue 15's elite; side by side, the last was the fastest.
-    const std::vector<double> scores = {3515.46, 3584.03, 3602.14};
-    const std::vector<double> side_by_side = {3586.2, 3510.6, 3460.3};
+    // The scores of issue 15's elite; side by side, the last was the fastest. A fourth, scored
+    // 1.3 % behind the third (a close contender), is faster side by side than the first.
+    const std::vector<double> scores = {3515.46, 3584.03, 3602.14, 3650.0};
+    const std::vector<double> side_by_side = {3586.2, 3510.6, 3460.3, 3500.0};
     Retiming retiming;
     retiming.run_id = run_id;
     retiming.rounds = 2;
     retiming.gpu = GpuIdentity{0, "NVIDIA H100 80GB HBM3", "GPU-0"};
     retiming.started_at = "2026-11-24T10:00:00.000Z";
     retiming.finished_at = "2026-11-24T10:01:00.000Z";
-    for (size_t i = 0; i < 3; ++i) {
+    for (size_t i = 0; i < 4; ++i) {
       CandidateOutcome outcome;
       outcome.status = Status::kMeasured;
       outcome.gpu = GpuVerdict{};
@@ -685,7 +688,9 @@ TEST_CASE("evo show elite and candidate give the side-by-side medians and say th
   INFO(elite.err << elite.out);
   REQUIRE(elite.exit_code == 0);
   CHECK(elite.out.find("ordered by the side-by-side re-timing 1 (2 timings of each member on GPU "
-                       "0, 2026-11-24T10:01:00.000Z)") != std::string::npos);
+                       "0, 2026-11-24T10:01:00.000Z): the median of each member's timings; the 3 "
+                       "fastest of the 4 it timed (the score's elite and close contenders)") !=
+        std::string::npos);
   // Best first by the side-by-side median, the score beside it.
   const size_t first =
       elite.out.find("   1  " + std::string(9 - std::to_string(ids[2]).size(), ' ') +
@@ -697,21 +702,40 @@ TEST_CASE("evo show elite and candidate give the side-by-side medians and say th
   REQUIRE(json["elite"].size() == 3);
   CHECK(json["elite"][0]["id"] == ids[2]);
   CHECK(json["elite"][0]["side_by_side"]["median_us"] == 3460.3);
-  CHECK(json["elite"][2]["id"] == ids[0]);
+  CHECK(json["elite"][0]["side_by_side"]["timed"] == 4);
+  CHECK(json["elite"][1]["id"] == ids[3]);
+  CHECK(json["elite"][2]["id"] == ids[1]);
 
   const auto candidate =
       RunEvo({"show", "candidate", std::to_string(ids[2]), "--db", db.string()}, dir.path());
   REQUIRE(candidate.exit_code == 0);
-  CHECK(candidate.out.find("side by side: median 3460.30 us in re-timing 1 of 3 members on GPU 0 "
-                           "(2026-11-24T10:01:00.000Z): 3459.30 (1755 MHz), 3461.30 (1755 MHz) "
-                           "us; it orders the elite") != std::string::npos);
+  CHECK(
+      candidate.out.find("side by side: median 3460.30 us in re-timing 1 of 4 candidates on GPU 0 "
+                         "(2026-11-24T10:01:00.000Z): 3459.30 (1755 MHz), 3461.30 (1755 MHz) "
+                         "us; it orders the elite") != std::string::npos);
   const auto candidate_json = nlohmann::json::parse(
       RunEvo({"show", "candidate", std::to_string(ids[2]), "--db", db.string(), "--json"},
              dir.path())
           .out);
   REQUIRE(candidate_json["side_by_side"].size() == 1);
   CHECK(candidate_json["side_by_side"][0]["orders_elite"] == true);
+  CHECK(candidate_json["side_by_side"][0]["in_elite"] == true);
   CHECK(candidate_json["side_by_side"][0]["timings"].size() == 2);
+
+  // The score's first, slower side by side than the contender: re-timed, and out of the elite.
+  const auto dropped =
+      RunEvo({"show", "candidate", std::to_string(ids[0]), "--db", db.string()}, dir.path());
+  REQUIRE(dropped.exit_code == 0);
+  CHECK(dropped.out.find("side by side: median 3586.20 us in re-timing 1 of 4 candidates on GPU 0 "
+                         "(2026-11-24T10:01:00.000Z): 3585.20 (1755 MHz), 3587.20 (1755 MHz) us; "
+                         "it chose the elite, and this candidate was not among the fastest") !=
+        std::string::npos);
+  const auto dropped_json = nlohmann::json::parse(
+      RunEvo({"show", "candidate", std::to_string(ids[0]), "--db", db.string(), "--json"},
+             dir.path())
+          .out);
+  CHECK(dropped_json["side_by_side"][0]["orders_elite"] == true);
+  CHECK(dropped_json["side_by_side"][0]["in_elite"] == false);
 }
 
 }  // namespace
