@@ -19,6 +19,19 @@ std::string Ids(const std::vector<CandidateRecord>& elite) {
   return text;
 }
 
+// The candidates of `candidates` that are not in `elite`, in their order.
+std::vector<CandidateRecord> Outside(const std::vector<CandidateRecord>& candidates,
+                                     const std::vector<CandidateRecord>& elite) {
+  std::vector<CandidateRecord> outside;
+  for (const CandidateRecord& c : candidates) {
+    if (std::none_of(elite.begin(), elite.end(),
+                     [&](const CandidateRecord& member) { return member.id == c.id; })) {
+      outside.push_back(c);
+    }
+  }
+  return outside;
+}
+
 RetimeReport Report(RetimeResult result, std::string message) {
   RetimeReport report;
   report.result = result;
@@ -102,8 +115,7 @@ RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvalua
     genomes.push_back(c.proposal.genome);
   }
   if (options.announce) {
-    const std::vector<CandidateRecord> close(timed.begin() + static_cast<long>(elite.size()),
-                                             timed.end());
+    const std::vector<CandidateRecord> close = Outside(timed, elite);
     options.announce(fmt::format(
         "re-timing the elite's {} member{} ({}){} side by side on GPU {}: {} rounds, {} timings "
         "(Ctrl-C stops it; the elite then keeps its score order)",
@@ -156,13 +168,7 @@ RetimeReport RetimeElite(PopulationStore& store, int64_t run_id, CandidateEvalua
 
   const std::vector<CandidateRecord> ordered = store.Elite(run_id);
   const bool changed = Ids(ordered) != Ids(elite);
-  std::vector<CandidateRecord> joined;
-  for (const CandidateRecord& c : ordered) {
-    if (std::none_of(elite.begin(), elite.end(),
-                     [&](const CandidateRecord& member) { return member.id == c.id; })) {
-      joined.push_back(c);
-    }
-  }
+  const std::vector<CandidateRecord> joined = Outside(ordered, elite);
   RetimeReport report = Report(
       RetimeResult::kRetimed,
       fmt::format("re-timing {} stored ({} timings in {:.1f} s): side by side the order is {}{}{}",

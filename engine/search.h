@@ -75,8 +75,8 @@ class Search {
   // Runs until the budget is spent, the patience is out, the space is exhausted, the time
   // limit passes or `stop` becomes true (checked before a GPU takes a candidate; the ones on
   // the GPUs then are finished). Sets the run's state, then (unless interrupted) re-times the
-  // elite side by side (options.retime), which orders PopulationStore::Elite but changes
-  // neither the elite's members nor anything the search decides (it reads EliteByScore).
+  // elite and its close contenders side by side (options.retime), which chooses and orders
+  // PopulationStore::Elite but changes nothing the search decides (it reads EliteByScore).
   SearchSummary Run(const std::function<void(const SearchProgress&)>& on_progress,
                     const std::atomic<bool>& stop);
 
