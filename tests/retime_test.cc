@@ -206,6 +206,13 @@ uint64_t SeedWhere(uint64_t seed,
   return 0;
 }
 
+// The run, re-timed at its end, with the re-timing's announcement kept in `announced`.
+SearchSummary RunAnnounced(FakeGpuRun& run, std::vector<std::string>& announced) {
+  SearchOptions options;
+  options.retime.announce = [&](const std::string& line) { announced.push_back(line); };
+  return run.Run(options);
+}
+
 TEST_CASE(
     "retime: at the end of a run the elite and its close contenders are timed side by side; the "
     "elite is the fastest of them in order, every timing stored",
@@ -218,9 +225,7 @@ TEST_CASE(
   REQUIRE(seed != 0);
   FakeGpuRun run({kWarming}, seed, 32, 4);
   std::vector<std::string> announced;
-  SearchOptions options;
-  options.retime.announce = [&](const std::string& line) { announced.push_back(line); };
-  const SearchSummary summary = run.Run(options);
+  const SearchSummary summary = RunAnnounced(run, announced);
   CHECK(summary.reason == StopReason::kBudget);
   REQUIRE(summary.retime);
   INFO(summary.retime->message);
@@ -293,9 +298,7 @@ TEST_CASE(
   REQUIRE(seed != 0);
   FakeGpuRun run({kWarming}, seed, 32, 4);
   std::vector<std::string> announced;
-  SearchOptions options;
-  options.retime.announce = [&](const std::string& line) { announced.push_back(line); };
-  const SearchSummary summary = run.Run(options);
+  const SearchSummary summary = RunAnnounced(run, announced);
   REQUIRE(summary.retime);
   INFO(summary.retime->message);
   CHECK(summary.retime->result == RetimeResult::kRetimed);
