@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -190,27 +191,30 @@ std::vector<CandidateRecord> First(std::vector<CandidateRecord> candidates, size
   return candidates;
 }
 
-// The first seed from `seed` whose run (budget 32, elite of 4, warming, not re-timed) meets
-// `wanted(elite by score, contenders)`; 0 if none below 200.
-uint64_t SeedWhere(uint64_t seed,
-                   const std::function<bool(const std::vector<CandidateRecord>&,
+// The first run from seed `seed` on (budget 32, elite of 4, warming, searched without its
+// re-timing) whose stored elite by score and contenders meet `wanted`; null if none below 200.
+// The re-timing is then run on that run's own store: which candidates a run scores within the
+// margin depends on the worker's warming, which a second run of the same seed may not repeat.
+std::unique_ptr<FakeGpuRun> RunWhere(
+    uint64_t seed, const std::function<bool(const std::vector<CandidateRecord>&,
                                             const std::vector<CandidateRecord>&)>& wanted) {
   for (; seed < 200; ++seed) {
-    FakeGpuRun probe({kWarming}, seed, 32, 4);
-    probe.Run(NoRetime());
-    if (wanted(probe.store().EliteByScore(probe.run_id()),
-               probe.store().Contenders(probe.run_id()))) {
-      return seed;
+    auto run =
+        std::make_unique<FakeGpuRun>(std::vector<std::vector<std::string>>{kWarming}, seed, 32, 4);
+    REQUIRE(run->Run(NoRetime()).reason == StopReason::kBudget);
+    if (wanted(run->store().EliteByScore(run->run_id()), run->store().Contenders(run->run_id()))) {
+      return run;
     }
   }
-  return 0;
+  return nullptr;
 }
 
-// The run, re-timed at its end, with the re-timing's announcement kept in `announced`.
-SearchSummary RunAnnounced(FakeGpuRun& run, std::vector<std::string>& announced) {
-  SearchOptions options;
-  options.retime.announce = [&](const std::string& line) { announced.push_back(line); };
-  return run.Run(options);
+// The re-timing of the run's elite, as a search's end runs it, with its announcement kept in
+// `announced`.
+RetimeReport RetimeAnnounced(FakeGpuRun& run, std::vector<std::string>& announced) {
+  RetimeOptions options;
+  options.announce = [&](const std::string& line) { announced.push_back(line); };
+  return RetimeElite(run.store(), run.run_id(), run.pipeline(), options, nullptr);
 }
 
 TEST_CASE(
@@ -219,17 +223,16 @@ TEST_CASE(
     "[retime][search][gpus]") {
   // A seed whose scores, taken as the GPU warmed, put the elite out of order, so that the
   // re-timing has an order to recover (most seeds do; which ones follows the engine).
-  const uint64_t seed = SeedWhere(7, [](const auto& by_score, const auto& timed) {
-    return Ids(First(ByTrueSpeed(timed), by_score.size())) != Ids(by_score);
-  });
-  REQUIRE(seed != 0);
-  FakeGpuRun run({kWarming}, seed, 32, 4);
+  const std::unique_ptr<FakeGpuRun> found =
+      RunWhere(7, [](const auto& by_score, const auto& timed) {
+        return Ids(First(ByTrueSpeed(timed), by_score.size())) != Ids(by_score);
+      });
+  REQUIRE(found);
+  FakeGpuRun& run = *found;
   std::vector<std::string> announced;
-  const SearchSummary summary = RunAnnounced(run, announced);
-  CHECK(summary.reason == StopReason::kBudget);
-  REQUIRE(summary.retime);
-  INFO(summary.retime->message);
-  CHECK(summary.retime->result == RetimeResult::kRetimed);
+  const RetimeReport report = RetimeAnnounced(run, announced);
+  INFO(report.message);
+  CHECK(report.result == RetimeResult::kRetimed);
 
   PopulationStore& store = run.store();
   const std::vector<CandidateRecord> by_score = store.EliteByScore(run.run_id());
@@ -258,7 +261,7 @@ TEST_CASE(
     CHECK(c.side_by_side->timed == static_cast<int>(timed.size()));
     CHECK(c.side_by_side->median_us - BaseMedian(c.proposal.genome) == Approx(offset));
   }
-  CHECK_THAT(summary.retime->message, Catch::Contains("by score it was"));
+  CHECK_THAT(report.message, Catch::Contains("by score it was"));
 
   // Every timing, in rounds alternately in score order and reversed, on GPU 0.
   const std::vector<Retiming> retimings = store.Retimings(run.run_id());
@@ -292,16 +295,16 @@ TEST_CASE(
     "[retime][search][gpus]") {
   // A seed where a candidate scored behind the elite (measured later, on a warmer GPU) is
   // faster than one of its members.
-  const uint64_t seed = SeedWhere(1, [](const auto& by_score, const auto& timed) {
-    return IdSet(First(ByTrueSpeed(timed), by_score.size())) != IdSet(by_score);
-  });
-  REQUIRE(seed != 0);
-  FakeGpuRun run({kWarming}, seed, 32, 4);
+  const std::unique_ptr<FakeGpuRun> found =
+      RunWhere(1, [](const auto& by_score, const auto& timed) {
+        return IdSet(First(ByTrueSpeed(timed), by_score.size())) != IdSet(by_score);
+      });
+  REQUIRE(found);
+  FakeGpuRun& run = *found;
   std::vector<std::string> announced;
-  const SearchSummary summary = RunAnnounced(run, announced);
-  REQUIRE(summary.retime);
-  INFO(summary.retime->message);
-  CHECK(summary.retime->result == RetimeResult::kRetimed);
+  const RetimeReport report = RetimeAnnounced(run, announced);
+  INFO(report.message);
+  CHECK(report.result == RetimeResult::kRetimed);
   PopulationStore& store = run.store();
   const std::vector<CandidateRecord> by_score = store.EliteByScore(run.run_id());
   const std::vector<CandidateRecord> timed = store.Contenders(run.run_id());
@@ -318,8 +321,8 @@ TEST_CASE(
     if (IdSet(by_score).count(c.id) == 0) joined.push_back(c.id);
   }
   REQUIRE(!joined.empty());
-  CHECK_THAT(summary.retime->message, Catch::Contains("joined the elite from the contenders"));
-  CHECK_THAT(summary.retime->message, Catch::Contains("#" + std::to_string(joined[0])));
+  CHECK_THAT(report.message, Catch::Contains("joined the elite from the contenders"));
+  CHECK_THAT(report.message, Catch::Contains("#" + std::to_string(joined[0])));
   // Every one that joined was scored behind the elite's last member, within the margin.
   for (const int64_t id : joined) {
     const double score = *store.FindCandidate(id)->score_us();
@@ -468,34 +471,34 @@ TEST_CASE(
     "retime: an elite of one member with no close contender has no order to settle; with one, "
     "the two are timed side by side; rounds 0 turn it off",
     "[retime][search][gpus]") {
-  // Seeds of budget 16 with and without a candidate scored within the margin of the best.
-  std::optional<uint64_t> alone;
-  std::optional<uint64_t> contested;
+  // Runs of budget 16, searched without the re-timing, until one has no candidate scored
+  // within the margin of its best and one has; each is then re-timed on its own store.
+  bool alone = false;
+  bool contested = false;
   for (uint64_t seed = 1; seed < 200 && (!alone || !contested); ++seed) {
-    FakeGpuRun probe({kWarming}, seed, 16, 1);
-    probe.Run(NoRetime());
-    (probe.store().Contenders(probe.run_id()).size() == 1 ? alone : contested) = seed;
+    FakeGpuRun one({kWarming}, seed, 16, 1);
+    REQUIRE(one.Run(NoRetime()).reason == StopReason::kBudget);
+    const std::vector<CandidateRecord> contenders = one.store().Contenders(one.run_id());
+    const RetimeReport report = RetimeElite(one.store(), one.run_id(), one.pipeline(), {}, nullptr);
+    INFO(report.message);
+    const std::vector<CandidateRecord> elite = one.store().Elite(one.run_id());
+    REQUIRE(elite.size() == 1);
+    if (contenders.size() == 1) {
+      alone = true;
+      CHECK(report.result == RetimeResult::kTooFew);
+      CHECK(report.message == "the elite has 1 member: nothing to re-time side by side");
+      CHECK(one.store().Retimings(one.run_id()).empty());
+      CHECK(!elite[0].side_by_side);
+    } else {
+      contested = true;
+      CHECK(report.result == RetimeResult::kRetimed);
+      CHECK(elite[0].id == ByTrueSpeed(contenders)[0].id);
+      REQUIRE(elite[0].side_by_side);
+      CHECK(elite[0].side_by_side->timed == static_cast<int>(contenders.size()));
+    }
   }
-  REQUIRE(alone);
-  REQUIRE(contested);
-  FakeGpuRun one({kWarming}, *alone, 16, 1);
-  const SearchSummary summary = one.Run();
-  REQUIRE(summary.retime);
-  CHECK(summary.retime->result == RetimeResult::kTooFew);
-  CHECK(summary.retime->message == "the elite has 1 member: nothing to re-time side by side");
-  CHECK(one.store().Retimings(one.run_id()).empty());
-  CHECK(one.store().Elite(one.run_id()).size() == 1);
-
-  FakeGpuRun two({kWarming}, *contested, 16, 1);
-  const SearchSummary timed = two.Run();
-  REQUIRE(timed.retime);
-  INFO(timed.retime->message);
-  CHECK(timed.retime->result == RetimeResult::kRetimed);
-  const std::vector<CandidateRecord> contenders = two.store().Contenders(two.run_id());
-  const std::vector<CandidateRecord> elite = two.store().Elite(two.run_id());
-  REQUIRE(elite.size() == 1);
-  CHECK(elite[0].id == ByTrueSpeed(contenders)[0].id);
-  CHECK(elite[0].side_by_side->timed == static_cast<int>(contenders.size()));
+  CHECK(alone);
+  CHECK(contested);
 
   FakeGpuRun off({kWarming}, 11, 16, 3);
   const SearchSummary unretimed = off.Run(NoRetime());
