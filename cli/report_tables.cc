@@ -76,13 +76,15 @@ std::string EliteTable(const ReportRun& report) {
   }
   const std::optional<SideBySide>& retimed = report.elite.front().side_by_side;
   html += retimed ? fmt::format(
-                        "<p>The fastest {} of the {} candidates re-timed side by side (the "
-                        "score's elite, the score being the slower of the first median and the "
-                        "confirming one, and close contenders); ranked by the median of {} "
-                        "side-by-side timings each (re-timing {}, {}) (microseconds, p10..p90 in "
-                        "brackets).</p>\n",
-                        report.elite.size(), retimed->timed, retimed->timings, retimed->retiming_id,
-                        HtmlEscape(retimed->finished_at))
+                        "<p>{}, the score being the slower of the first median and the "
+                        "confirming one; ranked by the median of {} side-by-side timings each "
+                        "(re-timing {}, {}) (microseconds, p10..p90 in brackets).</p>\n",
+                        static_cast<size_t>(retimed->timed) > report.elite.size()
+                            ? fmt::format("The fastest {} of the {} candidates re-timed side by "
+                                          "side (the score's elite and close contenders)",
+                                          report.elite.size(), retimed->timed)
+                            : std::string("Members by score"),
+                        retimed->timings, retimed->retiming_id, HtmlEscape(retimed->finished_at))
                   : "<p>Ranked by the score, the slower of the first median and the confirming "
                     "one (microseconds, p10..p90 in brackets).</p>\n";
   html += "<div class=\"wide\"><table class=\"elite\">\n";

@@ -38,10 +38,11 @@ std::vector<int64_t> RoundOrder(const std::vector<int64_t>& members, int round) 
 
 std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>& candidates,
                                               int elite_size) {
-  const size_t size = static_cast<size_t>(std::max(elite_size, 0));
+  if (elite_size <= 0) return {};
+  const size_t size = static_cast<size_t>(elite_size);
   const size_t extra = std::max<size_t>(size, 2);
   std::vector<CandidateRecord> ranked = SelectElite(candidates, static_cast<int>(size + extra));
-  if (ranked.size() <= size || size == 0) return ranked;
+  if (ranked.size() <= size) return ranked;
   const double bound = *ranked[size - 1].score_us() * (1 + kContenderMargin);
   size_t keep = size;
   while (keep < ranked.size() && *ranked[keep].score_us() <= bound) ++keep;

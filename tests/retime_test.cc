@@ -118,6 +118,8 @@ TEST_CASE(
   // candidates holds them all.
   CHECK(Ids(SelectContenders(candidates, 1)) == std::vector<int64_t>{2, 5, 4});
   CHECK(Ids(SelectContenders(candidates, 10)).size() == 7);
+  // No elite, nothing to re-time.
+  CHECK(SelectContenders(candidates, 0).empty());
   // No contender beyond the margin: only the elite.
   CHECK(Ids(SelectContenders({Scored(1, 10), Scored(2, 20), Scored(3, 30)}, 2)) ==
         std::vector<int64_t>{1, 2});
@@ -209,12 +211,31 @@ std::unique_ptr<FakeGpuRun> RunWhere(
   return nullptr;
 }
 
-// The re-timing of the run's elite, as a search's end runs it, with its announcement kept in
-// `announced`.
-RetimeReport RetimeAnnounced(FakeGpuRun& run, std::vector<std::string>& announced) {
+// A run found by RunWhere, re-timed as a search's end re-times it, and what it stored: the
+// elite by score, the candidates timed (by score) and the elite that users take.
+struct Retimed {
+  std::unique_ptr<FakeGpuRun> run;
+  RetimeReport report;
+  std::vector<std::string> announced;  // the announcement before the first timing
+  std::vector<CandidateRecord> by_score;
+  std::vector<CandidateRecord> timed;
+  std::vector<CandidateRecord> elite;
+};
+
+Retimed RetimeRunWhere(uint64_t seed,
+                       const std::function<bool(const std::vector<CandidateRecord>&,
+                                                const std::vector<CandidateRecord>&)>& wanted) {
+  Retimed retimed;
+  retimed.run = RunWhere(seed, wanted);
+  REQUIRE(retimed.run);
+  FakeGpuRun& run = *retimed.run;
   RetimeOptions options;
-  options.announce = [&](const std::string& line) { announced.push_back(line); };
-  return RetimeElite(run.store(), run.run_id(), run.pipeline(), options, nullptr);
+  options.announce = [&](const std::string& line) { retimed.announced.push_back(line); };
+  retimed.report = RetimeElite(run.store(), run.run_id(), run.pipeline(), options, nullptr);
+  retimed.by_score = run.store().EliteByScore(run.run_id());
+  retimed.timed = run.store().Contenders(run.run_id());
+  retimed.elite = run.store().Elite(run.run_id());
+  return retimed;
 }
 
 TEST_CASE(
@@ -223,21 +244,14 @@ TEST_CASE(
     "[retime][search][gpus]") {
   // A seed whose scores, taken as the GPU warmed, put the elite out of order, so that the
   // re-timing has an order to recover (most seeds do; which ones follows the engine).
-  const std::unique_ptr<FakeGpuRun> found =
-      RunWhere(7, [](const auto& by_score, const auto& timed) {
-        return Ids(First(ByTrueSpeed(timed), by_score.size())) != Ids(by_score);
-      });
-  REQUIRE(found);
+  const Retimed retimed = RetimeRunWhere(7, [](const auto& by_score, const auto& timed) {
+    return Ids(First(ByTrueSpeed(timed), by_score.size())) != Ids(by_score);
+  });
+  const auto& [found, report, announced, by_score, timed, elite] = retimed;
   FakeGpuRun& run = *found;
-  std::vector<std::string> announced;
-  const RetimeReport report = RetimeAnnounced(run, announced);
+  PopulationStore& store = run.store();
   INFO(report.message);
   CHECK(report.result == RetimeResult::kRetimed);
-
-  PopulationStore& store = run.store();
-  const std::vector<CandidateRecord> by_score = store.EliteByScore(run.run_id());
-  const std::vector<CandidateRecord> timed = store.Contenders(run.run_id());
-  const std::vector<CandidateRecord> elite = store.Elite(run.run_id());
   REQUIRE(by_score.size() == 4);
   // The score's Top-K, as SelectElite makes it, leads the timed candidates.
   CHECK(Ids(by_score) == Ids(SelectElite(store.Candidates(run.run_id()), 4)));
@@ -295,20 +309,14 @@ TEST_CASE(
     "[retime][search][gpus]") {
   // A seed where a candidate scored behind the elite (measured later, on a warmer GPU) is
   // faster than one of its members.
-  const std::unique_ptr<FakeGpuRun> found =
-      RunWhere(1, [](const auto& by_score, const auto& timed) {
-        return IdSet(First(ByTrueSpeed(timed), by_score.size())) != IdSet(by_score);
-      });
-  REQUIRE(found);
+  const Retimed retimed = RetimeRunWhere(1, [](const auto& by_score, const auto& timed) {
+    return IdSet(First(ByTrueSpeed(timed), by_score.size())) != IdSet(by_score);
+  });
+  const auto& [found, report, announced, by_score, timed, elite] = retimed;
   FakeGpuRun& run = *found;
-  std::vector<std::string> announced;
-  const RetimeReport report = RetimeAnnounced(run, announced);
+  PopulationStore& store = run.store();
   INFO(report.message);
   CHECK(report.result == RetimeResult::kRetimed);
-  PopulationStore& store = run.store();
-  const std::vector<CandidateRecord> by_score = store.EliteByScore(run.run_id());
-  const std::vector<CandidateRecord> timed = store.Contenders(run.run_id());
-  const std::vector<CandidateRecord> elite = store.Elite(run.run_id());
   REQUIRE(timed.size() > by_score.size());
   REQUIRE(announced.size() == 1);
   CHECK_THAT(announced[0], Catch::Contains("close contender"));

@@ -736,6 +736,16 @@ TEST_CASE(
           .out);
   CHECK(dropped_json["side_by_side"][0]["orders_elite"] == true);
   CHECK(dropped_json["side_by_side"][0]["in_elite"] == false);
+
+  // The report's elite table says where its members came from.
+  const auto html = dir.path() / "report.html";
+  const auto report = RunEvo({"report", "--db", db.string(), "--out", html.string()}, dir.path());
+  INFO(report.err);
+  REQUIRE(report.exit_code == 0);
+  CHECK(ReadFile(html).find("<p>The fastest 3 of the 4 candidates re-timed side by side (the "
+                            "score's elite and close contenders), the score being the slower of "
+                            "the first median and the confirming one; ranked by the median of 2 "
+                            "side-by-side timings each (re-timing 1, ") != std::string::npos);
 }
 
 }  // namespace
