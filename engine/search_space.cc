@@ -12,6 +12,10 @@ namespace {
 // valid configurations is sampled uniformly, few enough that a nearly empty one stays cheap.
 constexpr int kSampleDraws = 64;
 
+// Partial configurations the listing walk may visit before it gives up on a space: a second
+// or so, paid once per run.
+constexpr size_t kMaxListingVisits = size_t{4} << 20;
+
 size_t DomainIndex(const KnobSpec& knob, int64_t value) {
   return static_cast<size_t>(std::find(knob.values.begin(), knob.values.end(), value) -
                              knob.values.begin());
@@ -19,14 +23,40 @@ size_t DomainIndex(const KnobSpec& knob, int64_t value) {
 
 }  // namespace
 
-SearchSpace::SearchSpace(const Manifest& manifest, Problem problem, ArchInfo arch)
-    : manifest_(&manifest), problem_(std::move(problem)), arch_(std::move(arch)) {}
+SearchSpace::SearchSpace(const Manifest& manifest, Problem problem, ArchInfo arch,
+                         size_t max_listed)
+    : manifest_(&manifest),
+      problem_(std::move(problem)),
+      arch_(std::move(arch)),
+      max_listed_(max_listed) {}
 
 std::optional<ConstraintViolation> SearchSpace::Violation(const Genome& genome) const {
   return FirstViolatedConstraint(*manifest_, CompileBindings(*manifest_, genome, problem_, arch_));
 }
 
+const ValidConfigurations* SearchSpace::Listed() const {
+  if (max_listed_ == 0) return nullptr;
+  std::call_once(listing_->once, [&] {
+    listing_->valid = ValidConfigurations::List(
+        *manifest_, problem_, arch_, [this](const Genome& genome) { return !Violation(genome); },
+        max_listed_, kMaxListingVisits);
+    listing_->made.store(true, std::memory_order_release);
+  });
+  return listing_->valid ? &*listing_->valid : nullptr;
+}
+
+bool SearchSpace::IsValid(const Genome& genome) const {
+  // A single test does not make the list (evo compile checks one configuration), but once a
+  // search has made it, its tests are lookups.
+  if (listing_->made.load(std::memory_order_acquire) && listing_->valid) {
+    if (std::optional<std::vector<uint16_t>> indices = DomainIndices(*manifest_, genome))
+      return listing_->valid->Contains(*indices);
+  }
+  return !Violation(genome);
+}
+
 std::optional<Genome> SearchSpace::Sample(Random& random) const {
+  Listed();
   Genome genome;
   for (int draw = 0; draw < kSampleDraws; ++draw) {
     for (const KnobSpec& knob : manifest_->knobs) genome[knob.name] = random.Pick(knob.values);
@@ -38,6 +68,7 @@ std::optional<Genome> SearchSpace::Sample(Random& random) const {
 std::optional<Genome> SearchSpace::Repair(const Genome& genome, Random& random) const {
   CheckGenome(*manifest_, genome);
   if (IsValid(genome)) return genome;
+  if (const ValidConfigurations* listed = Listed()) return RepairFromList(*listed, genome, random);
 
   const std::vector<KnobSpec>& knobs = manifest_->knobs;
   std::vector<size_t> start(knobs.size());
@@ -92,8 +123,58 @@ std::optional<Genome> SearchSpace::Repair(const Genome& genome, Random& random) 
   return std::nullopt;
 }
 
+// The same answer as the walk over subsets above: the fewest knobs changed, then the fewest
+// steps, and among those the configurations in the order that walk meets them (subsets of
+// knobs in its order, earlier knobs first; within one, the changed knobs' values ascending), so
+// that `random` picks the same one.
+std::optional<Genome> SearchSpace::RepairFromList(const ValidConfigurations& listed,
+                                                  const Genome& genome, Random& random) const {
+  const std::vector<uint16_t> start = *DomainIndices(*manifest_, genome);  // checked above
+  const size_t width = start.size();
+  size_t nearest_changes = std::numeric_limits<size_t>::max();
+  int64_t nearest_steps = std::numeric_limits<int64_t>::max();
+  std::vector<size_t> nearest;
+  for (size_t i = 0; i < listed.size(); ++i) {
+    const uint16_t* row = listed.Row(i);
+    size_t changes = 0;
+    int64_t steps = 0;
+    for (size_t k = 0; k < width; ++k) {
+      if (row[k] == start[k]) continue;
+      ++changes;
+      steps += std::abs(static_cast<int64_t>(row[k]) - static_cast<int64_t>(start[k]));
+    }
+    if (changes > nearest_changes || (changes == nearest_changes && steps > nearest_steps)) {
+      continue;
+    }
+    if (changes < nearest_changes || steps < nearest_steps) nearest.clear();
+    nearest_changes = changes;
+    nearest_steps = steps;
+    nearest.push_back(i);
+  }
+  if (nearest.empty()) return std::nullopt;
+  std::stable_sort(nearest.begin(), nearest.end(), [&](size_t a, size_t b) {
+    const uint16_t* ra = listed.Row(a);
+    const uint16_t* rb = listed.Row(b);
+    for (size_t k = 0; k < width; ++k) {
+      const bool changed_a = ra[k] != start[k];
+      const bool changed_b = rb[k] != start[k];
+      if (changed_a != changed_b) return changed_a;
+    }
+    return std::lexicographical_compare(ra, ra + width, rb, rb + width);
+  });
+  std::vector<Genome> candidates;
+  candidates.reserve(nearest.size());
+  for (size_t i : nearest) candidates.push_back(listed.GenomeAt(*manifest_, i));
+  return random.Pick(candidates);
+}
+
 std::vector<Genome> SearchSpace::Enumerate() const {
   std::vector<Genome> valid;
+  if (const ValidConfigurations* listed = Listed()) {
+    valid.reserve(listed->size());
+    for (size_t i = 0; i < listed->size(); ++i) valid.push_back(listed->GenomeAt(*manifest_, i));
+    return valid;
+  }
   const std::vector<KnobSpec>& knobs = manifest_->knobs;
   for (const KnobSpec& knob : knobs) {
     if (knob.values.empty()) return valid;

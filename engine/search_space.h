@@ -1,10 +1,15 @@
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
 #include "engine/random.h"
+#include "engine/valid_configurations.h"
 #include "kernel_templates/arch.h"
 #include "kernel_templates/configuration.h"
 #include "kernel_templates/genome.h"
@@ -16,14 +21,20 @@ namespace evo {
 // constraints for one problem and one arch.
 class SearchSpace {
  public:
-  SearchSpace(const Manifest& manifest, Problem problem, ArchInfo arch);
+  // Spaces of up to `max_listed` valid configurations are listed once, at the first Sample,
+  // Repair or Enumerate, and answered from the list from then on (engine/valid_configurations);
+  // 0 tests every configuration on its own. The answers are the same either way.
+  static constexpr size_t kMaxListed = size_t{1} << 20;
+
+  SearchSpace(const Manifest& manifest, Problem problem, ArchInfo arch,
+              size_t max_listed = kMaxListed);
 
   const Manifest& manifest() const { return *manifest_; }
   const Problem& problem() const { return problem_; }
   const ArchInfo& arch() const { return arch_; }
 
   std::optional<ConstraintViolation> Violation(const Genome& genome) const;
-  bool IsValid(const Genome& genome) const { return !Violation(genome); }
+  bool IsValid(const Genome& genome) const;
 
   // A valid configuration drawn at random: each knob uniformly from its domain, redrawn while
   // invalid (a bounded number of times, then repaired). nullopt only when nothing is valid.
@@ -38,9 +49,23 @@ class SearchSpace {
   std::vector<Genome> Enumerate() const;
 
  private:
+  // The list, made on the first call; nullptr where the space is too large to list.
+  const ValidConfigurations* Listed() const;
+  std::optional<Genome> RepairFromList(const ValidConfigurations& listed, const Genome& genome,
+                                       Random& random) const;
+
+  // Shared by copies of the space, and made once even when lanes ask together.
+  struct Listing {
+    std::once_flag once;
+    std::atomic<bool> made{false};
+    std::optional<ValidConfigurations> valid;
+  };
+
   const Manifest* manifest_;
   Problem problem_;
   ArchInfo arch_;
+  size_t max_listed_;
+  std::shared_ptr<Listing> listing_ = std::make_shared<Listing>();
 };
 
 }  // namespace evo

@@ -7,14 +7,21 @@
 
 namespace evo {
 
-Bindings CompileBindings(const Manifest& manifest, const Genome& genome, const Problem& problem,
-                         const ArchInfo& arch) {
-  Bindings bindings(genome.begin(), genome.end());
-  bindings.insert(problem.begin(), problem.end());
+Bindings FixedBindings(const Problem& problem, const ArchInfo& arch) {
+  Bindings bindings(problem.begin(), problem.end());
   bindings["SM"] = arch.sm;
   bindings["MAX_SMEM_PER_BLOCK"] = arch.max_smem_per_block_optin;
   bindings["MAX_THREADS_PER_BLOCK"] = arch.max_threads_per_block;
   bindings["REGS_PER_BLOCK"] = arch.regs_per_block;
+  return bindings;
+}
+
+Bindings CompileBindings(const Manifest& manifest, const Genome& genome, const Problem& problem,
+                         const ArchInfo& arch) {
+  Bindings bindings(genome.begin(), genome.end());
+  // insert keeps a knob's value where a fixed name is spelled the same, as before.
+  const Bindings fixed = FixedBindings(problem, arch);
+  bindings.insert(fixed.begin(), fixed.end());
   for (const DerivedSpec& derived : manifest.derived) {
     bindings[derived.name] = derived.expr.Evaluate(bindings);
   }

@@ -10,6 +10,10 @@
 
 namespace evo {
 
+// The values a manifest's expressions may use that no knob changes: the problem parameters and
+// the arch's limits.
+Bindings FixedBindings(const Problem& problem, const ArchInfo& arch);
+
 // Every value a manifest's expressions may use before launch: knobs, problem parameters, the
 // arch's limits and the derived values, evaluated in the manifest's order.
 Bindings CompileBindings(const Manifest& manifest, const Genome& genome, const Problem& problem,

@@ -1,0 +1,125 @@
+#include "engine/valid_configurations.h"
+
+#include <catch2/catch.hpp>
+
+#include "common/error.h"
+#include "engine/search_space.h"
+#include "kernel_templates/template_library.h"
+#include "tests/test_support.h"
+
+namespace evo {
+namespace {
+
+const Manifest& HopperManifest() {
+  static const TemplateLibrary library = TemplateLibrary::Load({});
+  return library.Find("sdpa_hopper").manifest;
+}
+
+// Spaces where few combinations are valid: decode with grouped heads (the split-KV knobs
+// matter) and a short causal square (they are mostly fixed by the problem).
+std::vector<Problem> SparseHopperProblems() {
+  const Manifest& manifest = HopperManifest();
+  Problem decode = test::AttentionProblem(manifest, 1, 32, 1, 8192, 128, 0);
+  decode["H_kv"] = 8;
+  return {decode, test::AttentionProblem(manifest, 2, 8, 512, 512, 64, 1)};
+}
+
+// A configuration drawn from the knobs' domains, valid or not.
+Genome AnyGenome(const Manifest& manifest, Random& random) {
+  Genome genome;
+  for (const KnobSpec& knob : manifest.knobs) genome[knob.name] = random.Pick(knob.values);
+  return genome;
+}
+
+TEST_CASE("A listed space answers as one that tests each configuration alone", "[engine]") {
+  const Manifest& manifest = HopperManifest();
+  for (const Problem& problem : SparseHopperProblems()) {
+    const SearchSpace listed(manifest, problem, ArchByName("sm_90"));
+    const SearchSpace alone(manifest, problem, ArchByName("sm_90"), 0);
+    const std::vector<Genome> valid = listed.Enumerate();
+    // Few valid configurations among many: the case the list is for.
+    REQUIRE(valid.size() > 100);
+    CHECK(valid == alone.Enumerate());
+
+    Random draws(5);
+    int valid_drawn = 0;
+    for (int i = 0; i < 5000; ++i) {
+      const Genome genome = AnyGenome(manifest, draws);
+      const bool is_valid = alone.IsValid(genome);
+      valid_drawn += is_valid ? 1 : 0;
+      REQUIRE(listed.IsValid(genome) == is_valid);
+    }
+    CHECK(valid_drawn < 500);
+
+    // The same draws from the same seed: a search's proposals do not depend on the list.
+    Random listed_random(11);
+    Random alone_random(11);
+    for (int i = 0; i < 200; ++i)
+      REQUIRE(listed.Sample(listed_random) == alone.Sample(alone_random));
+    for (int i = 0; i < 100; ++i) {
+      const Genome genome = AnyGenome(manifest, draws);
+      REQUIRE(listed.Repair(genome, listed_random) == alone.Repair(genome, alone_random));
+    }
+    CHECK(listed_random.Next() == alone_random.Next());
+  }
+}
+
+TEST_CASE("A space over the listing limit is tested one configuration at a time", "[engine]") {
+  const Manifest& manifest = HopperManifest();
+  const Problem problem = SparseHopperProblems().front();
+  const ArchInfo arch = ArchByName("sm_90");
+  size_t valid = 0;
+  const auto is_valid = [&](const Genome& genome) {
+    return !FirstViolatedConstraint(manifest, CompileBindings(manifest, genome, problem, arch));
+  };
+  const std::optional<ValidConfigurations> all = ValidConfigurations::List(
+      manifest, problem, arch, is_valid, SearchSpace::kMaxListed, size_t{1} << 30);
+  REQUIRE(all);
+  valid = all->size();
+  CHECK_FALSE(
+      ValidConfigurations::List(manifest, problem, arch, is_valid, valid - 1, size_t{1} << 30));
+  CHECK_FALSE(ValidConfigurations::List(manifest, problem, arch, is_valid, valid, 1000));
+
+  // Too large to list: the same answers, found the slow way.
+  const SearchSpace unlisted(manifest, problem, arch, valid - 1);
+  const SearchSpace listed(manifest, problem, arch);
+  CHECK(unlisted.Enumerate() == listed.Enumerate());
+  Random a(3);
+  Random b(3);
+  for (int i = 0; i < 20; ++i) REQUIRE(unlisted.Sample(a) == listed.Sample(b));
+}
+
+TEST_CASE("The list keeps a configuration whose constraints only fail to evaluate early",
+          "[engine]") {
+  // "12 / A" cannot be evaluated at A = 0, but the full test never gets there: the constraint
+  // before it, which also needs B, already fails for A = 0.
+  Manifest manifest;
+  manifest.name = "early";
+  manifest.knobs = {KnobSpec{"A", {0, 1, 2, 3}, 1, ""}, KnobSpec{"B", {0, 1}, 0, ""}};
+  manifest.constraints = {ConstraintSpec{"a_positive", Expression::Parse("A > 0 && B >= 0"), ""},
+                          ConstraintSpec{"a_small", Expression::Parse("12 / A >= 6"), ""}};
+  const SearchSpace listed(manifest, {}, ArchByName("sm_90"));
+  const SearchSpace alone(manifest, {}, ArchByName("sm_90"), 0);
+  const std::vector<Genome> expected = {
+      {{"A", 1}, {"B", 0}}, {{"A", 1}, {"B", 1}}, {{"A", 2}, {"B", 0}}, {{"A", 2}, {"B", 1}}};
+  CHECK(alone.Enumerate() == expected);
+  CHECK(listed.Enumerate() == expected);
+  CHECK_FALSE(listed.IsValid({{"A", 0}, {"B", 1}}));
+  CHECK(listed.IsValid({{"A", 2}, {"B", 1}}));
+  // Outside the domains the list has no row; the test alone answers.
+  CHECK_FALSE(listed.IsValid({{"A", 5}, {"B", 1}}));
+  CHECK(listed.IsValid({{"A", 1}, {"B", 7}}));
+}
+
+TEST_CASE("DomainIndices names each knob's position, or nothing for a foreign genome", "[engine]") {
+  Manifest manifest;
+  manifest.knobs = {KnobSpec{"A", {4, 8, 16}, 4, ""}, KnobSpec{"B", {1, 0}, 1, ""}};
+  CHECK(DomainIndices(manifest, {{"A", 16}, {"B", 0}}) == std::vector<uint16_t>{2, 1});
+  CHECK_FALSE(DomainIndices(manifest, {{"A", 12}, {"B", 0}}));
+  CHECK_FALSE(DomainIndices(manifest, {{"A", 16}}));
+  CHECK_FALSE(DomainIndices(manifest, {{"A", 16}, {"B", 0}, {"C", 1}}));
+  CHECK_FALSE(DomainIndices(manifest, {{"A", 16}, {"C", 0}}));
+}
+
+}  // namespace
+}  // namespace evo
