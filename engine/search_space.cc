@@ -5,6 +5,8 @@
 #include <limits>
 #include <utility>
 
+#include "common/error.h"
+
 namespace evo {
 namespace {
 
@@ -12,8 +14,8 @@ namespace {
 // valid configurations is sampled uniformly, few enough that a nearly empty one stays cheap.
 constexpr int kSampleDraws = 64;
 
-// Partial configurations the listing walk may visit before it gives up on a space: a second
-// or so, paid once per run.
+// Partial configurations the listing walk may visit before it gives up on a space: about a
+// second, paid once per run.
 constexpr size_t kMaxListingVisits = size_t{4} << 20;
 
 size_t DomainIndex(const KnobSpec& knob, int64_t value) {
@@ -37,9 +39,15 @@ std::optional<ConstraintViolation> SearchSpace::Violation(const Genome& genome) 
 const ValidConfigurations* SearchSpace::Listed() const {
   if (max_listed_ == 0) return nullptr;
   std::call_once(listing_->once, [&] {
-    listing_->valid = ValidConfigurations::List(
-        *manifest_, problem_, arch_, [this](const Genome& genome) { return !Violation(genome); },
-        max_listed_, kMaxListingVisits);
+    try {
+      listing_->valid = ValidConfigurations::List(
+          *manifest_, problem_, arch_, [this](const Genome& genome) { return !Violation(genome); },
+          max_listed_, kMaxListingVisits);
+    } catch (const Error&) {
+      // A configuration whose test throws (a template's division by zero, say): tested one at a
+      // time, it throws only where a search meets it, as before.
+      listing_->valid.reset();
+    }
     listing_->made.store(true, std::memory_order_release);
   });
   return listing_->valid ? &*listing_->valid : nullptr;

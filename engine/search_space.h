@@ -24,7 +24,7 @@ class SearchSpace {
   // Spaces of up to `max_listed` valid configurations are listed once, at the first Sample,
   // Repair or Enumerate, and answered from the list from then on (engine/valid_configurations);
   // 0 tests every configuration on its own. The answers are the same either way.
-  static constexpr size_t kMaxListed = size_t{1} << 20;
+  static constexpr size_t kMaxListed = size_t{1} << 18;
 
   SearchSpace(const Manifest& manifest, Problem problem, ArchInfo arch,
               size_t max_listed = kMaxListed);

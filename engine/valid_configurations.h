@@ -24,8 +24,10 @@ class ValidConfigurations {
  public:
   // nullopt when the space holds more than `max_valid` valid configurations, or the walk
   // would visit more than `max_visits` partial ones: the caller then keeps testing each
-  // configuration on its own. `is_valid` is the exact test; each configuration the walk keeps
-  // passed it, so the list is exactly the valid set.
+  // configuration on its own. `is_valid` is the exact test: the walk asks it where an early
+  // evaluation threw, and otherwise keeps only configurations whose every derived value and
+  // constraint it evaluated as the test does, so the list is exactly the valid set. What
+  // `is_valid` throws is thrown.
   static std::optional<ValidConfigurations> List(const Manifest& manifest, const Problem& problem,
                                                  const ArchInfo& arch,
                                                  const std::function<bool(const Genome&)>& is_valid,
