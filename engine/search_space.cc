@@ -14,10 +14,6 @@ namespace {
 // valid configurations is sampled uniformly, few enough that a nearly empty one stays cheap.
 constexpr int kSampleDraws = 64;
 
-// Partial configurations the listing walk may visit before it gives up on a space: about a
-// second, paid once per run.
-constexpr size_t kMaxListingVisits = size_t{4} << 20;
-
 size_t DomainIndex(const KnobSpec& knob, int64_t value) {
   return static_cast<size_t>(std::find(knob.values.begin(), knob.values.end(), value) -
                              knob.values.begin());

@@ -25,6 +25,9 @@ class SearchSpace {
   // Repair or Enumerate, and answered from the list from then on (engine/valid_configurations);
   // 0 tests every configuration on its own. The answers are the same either way.
   static constexpr size_t kMaxListed = size_t{1} << 18;
+  // Partial configurations the listing walk may visit before it gives up on a space: about a
+  // second, paid once per run.
+  static constexpr size_t kMaxListingVisits = size_t{4} << 20;
 
   SearchSpace(const Manifest& manifest, Problem problem, ArchInfo arch,
               size_t max_listed = kMaxListed);

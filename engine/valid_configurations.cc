@@ -86,7 +86,7 @@ class Walk {
           genome[knobs[k].name] = knobs[k].values[indices_[k]];
         if (!is_valid_(genome)) return;
       }
-      if (rows_.size() / std::max<size_t>(1, knobs.size()) >= max_valid_) {
+      if (rows_.size() / knobs.size() >= max_valid_) {  // List refuses a space without knobs
         gave_up_ = true;
         return;
       }

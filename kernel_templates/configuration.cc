@@ -19,7 +19,7 @@ Bindings FixedBindings(const Problem& problem, const ArchInfo& arch) {
 Bindings CompileBindings(const Manifest& manifest, const Genome& genome, const Problem& problem,
                          const ArchInfo& arch) {
   Bindings bindings(genome.begin(), genome.end());
-  // insert keeps a knob's value where a fixed name is spelled the same, as before.
+  // No name is both a knob and a fixed one: the manifest reader refuses a name that is taken.
   const Bindings fixed = FixedBindings(problem, arch);
   bindings.insert(fixed.begin(), fixed.end());
   for (const DerivedSpec& derived : manifest.derived) {

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "engine/search_space.h"
+#include "kernel_templates/configuration.h"
 #include "kernel_templates/template_library.h"
 #include "tests/test_support.h"
 
@@ -34,8 +35,18 @@ Genome AnyGenome(const Manifest& manifest, Random& random) {
 TEST_CASE("A listed space answers as one that tests each configuration alone", "[engine]") {
   const Manifest& manifest = HopperManifest();
   for (const Problem& problem : SparseHopperProblems()) {
-    const SearchSpace listed(manifest, problem, ArchByName("sm_90"));
-    const SearchSpace alone(manifest, problem, ArchByName("sm_90"), 0);
+    const ArchInfo arch = ArchByName("sm_90");
+    // The space lists itself under its own limits, so what follows compares the list with the
+    // tests one at a time, not the slow way with itself.
+    REQUIRE(ValidConfigurations::List(
+        manifest, problem, arch,
+        [&](const Genome& genome) {
+          return !FirstViolatedConstraint(manifest,
+                                          CompileBindings(manifest, genome, problem, arch));
+        },
+        SearchSpace::kMaxListed, SearchSpace::kMaxListingVisits));
+    const SearchSpace listed(manifest, problem, arch);
+    const SearchSpace alone(manifest, problem, arch, 0);
     const std::vector<Genome> valid = listed.Enumerate();
     // Few valid configurations among many: the case the list is for.
     REQUIRE(valid.size() > 100);
@@ -68,14 +79,13 @@ TEST_CASE("A space over the listing limit is tested one configuration at a time"
   const Manifest& manifest = HopperManifest();
   const Problem problem = SparseHopperProblems().front();
   const ArchInfo arch = ArchByName("sm_90");
-  size_t valid = 0;
   const auto is_valid = [&](const Genome& genome) {
     return !FirstViolatedConstraint(manifest, CompileBindings(manifest, genome, problem, arch));
   };
   const std::optional<ValidConfigurations> all = ValidConfigurations::List(
       manifest, problem, arch, is_valid, SearchSpace::kMaxListed, size_t{1} << 30);
   REQUIRE(all);
-  valid = all->size();
+  const size_t valid = all->size();
   CHECK_FALSE(
       ValidConfigurations::List(manifest, problem, arch, is_valid, valid - 1, size_t{1} << 30));
   CHECK_FALSE(ValidConfigurations::List(manifest, problem, arch, is_valid, valid, 1000));
@@ -98,10 +108,18 @@ TEST_CASE("The list keeps a configuration whose constraints only fail to evaluat
   manifest.knobs = {KnobSpec{"A", {0, 1, 2, 3}, 1, ""}, KnobSpec{"B", {0, 1}, 0, ""}};
   manifest.constraints = {ConstraintSpec{"a_positive", Expression::Parse("A > 0 && B >= 0"), ""},
                           ConstraintSpec{"a_small", Expression::Parse("12 / A >= 6"), ""}};
-  const SearchSpace listed(manifest, {}, ArchByName("sm_90"));
-  const SearchSpace alone(manifest, {}, ArchByName("sm_90"), 0);
+  const ArchInfo arch = ArchByName("sm_90");
+  const SearchSpace listed(manifest, {}, arch);
+  const SearchSpace alone(manifest, {}, arch, 0);
   const std::vector<Genome> expected = {
       {{"A", 1}, {"B", 0}}, {{"A", 1}, {"B", 1}}, {{"A", 2}, {"B", 0}}, {{"A", 2}, {"B", 1}}};
+  // The walk itself lists them (the space would fall back to testing one at a time if it threw).
+  const std::optional<ValidConfigurations> list = ValidConfigurations::List(
+      manifest, {}, arch, [&](const Genome& genome) { return alone.IsValid(genome); },
+      SearchSpace::kMaxListed, SearchSpace::kMaxListingVisits);
+  REQUIRE(list);
+  REQUIRE(list->size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) CHECK(list->GenomeAt(manifest, i) == expected[i]);
   CHECK(alone.Enumerate() == expected);
   CHECK(listed.Enumerate() == expected);
   CHECK_FALSE(listed.IsValid({{"A", 0}, {"B", 1}}));

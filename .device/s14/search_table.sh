@@ -1,19 +1,12 @@
 #!/usr/bin/env bash
 # With the listed search space (planning 0.2 s a generation instead of 15-29 s): fresh fp16
 # searches of the 13 anchor shapes with shorter time limits than search.sh, then the fp16 table
-# over them in one bench-attention process, then how long each run planned between generations.
+# over them in one bench-attention process, then how long each run planned between generations
+# (search.sh tars the databases into $OUT/work_fp16.tgz).
 set -u
 E=build-bundle/evo
 mkdir -p runs/work
-while read shape causal limit; do
-  flag=""; tag=""; [ "$causal" = causal ] && { flag=--causal; tag=_causal; }
-  name=$(echo $shape | tr , x)$tag
-  start=$(date +%s)
-  timeout $((limit + 60)) $E run --template sdpa_hopper --shape $shape $flag --elite 3 \
-    --budget 64 --time-limit ${limit}s --db runs/work/$name.db < /dev/null > runs/work/run_$name.txt 2>&1
-  rc=$?
-  echo "== $name ($(( $(date +%s) - start )) s, rc $rc): $(grep -E 'stopped|re-timing 1' runs/work/run_$name.txt | tr '\n' ' ')"
-done <<'LIST'
+cat > runs/work/short_limits.txt <<'LIST'
 1,8,512,64 - 14
 1,8,512,64 causal 14
 2,8,512,64 - 14
@@ -28,6 +21,7 @@ done <<'LIST'
 4,16,4096,64 - 40
 1,16,16384,128 - 80
 LIST
+DTYPE=fp16 LIST=runs/work/short_limits.txt bash .device/s14/search.sh | grep '^=='
 timeout 200 python3 scripts/bench-attention.py --evo $E --template sdpa_hopper --no-search \
   --dtype fp16 --work runs/work --json $OUT/table_fp16.json > $OUT/table_fp16.txt 2>&1
 echo "== table fp16 rc $?"; grep -v "^  " $OUT/table_fp16.txt | cut -c1-330
@@ -41,4 +35,3 @@ for db in sorted(glob.glob("runs/work/*.db")):
     n = c.execute("select count(*) from candidates where state='finished'").fetchone()[0]
     print(db, f"{n} finished, {len(rows)} generations, planning gaps (s):", " ".join(f"{g:.1f}" for g in gaps))
 PY
-tar czf $OUT/work_new.tgz -C runs work
