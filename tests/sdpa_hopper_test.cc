@@ -1,7 +1,7 @@
 // sdpa_hopper: its space compiled for sm_90a (NVRTC, any machine) or refused by a named
 // constraint; its tensor maps; and on an H100 the gates across D, dtype, causal and odd lengths,
 // with broken variants of its pipeline (a skipped wait, a refill before release, a wrong swizzle,
-// a turn never passed) that must not pass.
+// a turn never passed) and of its merges and combines that must not pass.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
@@ -62,6 +62,17 @@ const SplitCase kSplitCases[] = {
     {"SPLITS=4 PACK_GQA=1 LAST_CTA_COMBINES=1 TMA_STORE=0", {1, 8, 4, 300, 900, 128, 1, 0}},
     {"SPLITS=2 TMA_STORE=0 PERSISTENT=1 BLOCK_N=80", {2, 4, 2, 500, 1000, 256, 1, 0}},
     {"", {2, 8, 2, 200, 600, 128, 1, 1}},
+    // KV_INTERLEAVE: chunked prefill with packed heads, a persistent walk whose tiles have odd
+    // KV counts (three consumers), splits with an uneven last split, and D = 256.
+    {"KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1", {2, 8, 2, 16, 1000, 128, 0, 0}},
+    {"KV_INTERLEAVE=1 PINGPONG=0 NUM_CONSUMERS=3 STAGES=3 BLOCK_N=64 PERSISTENT=1 TMA_STORE=0 "
+     "PACK_GQA=1",
+     {1, 8, 2, 100, 777, 64, 1, 1}},
+    {"KV_INTERLEAVE=1 PINGPONG=0 SPLITS=4 TMA_STORE=0 INTRA_OVERLAP=0 STAGES=4 BLOCK_N=64 "
+     "PACK_GQA=1 FAST_EXP=0",
+     {2, 32, 8, 3, 5000, 128, 0, 0}},
+    {"KV_INTERLEAVE=1 PINGPONG=0 BLOCK_N=64 TMA_STORE=0 RESCALE_UNDER_QK=1",
+     {1, 4, 4, 300, 2000, 256, 1, 0}},
 };
 
 // STREAM_K settings, each with a problem (as kSplitCases) whose tiles are not a whole number of
@@ -112,6 +123,7 @@ std::vector<SampledConfiguration> CoveringSample() {
       {"BLOCK_N=224 NUM_CONSUMERS=1 PINGPONG=0 STAGES=2", {64, 64}},
       {"BLOCK_N=64 NUM_CONSUMERS=3 PERSISTENT=1 STAGES=4", {128, 64}},
       {"NUM_CONSUMERS=3 PERSISTENT=1 TMA_STORE=0", {64, 64}},
+      {"KV_INTERLEAVE=1 PINGPONG=0 BLOCK_N=96 INTRA_OVERLAP=0", {128, 64}},
       {"BLOCK_N=256 NUM_CONSUMERS=1 PINGPONG=0 INTRA_OVERLAP=0 STAGES=1", {64, 128}},
   };
   std::vector<SampledConfiguration> sample;
@@ -164,7 +176,7 @@ TEST_CASE("sdpa_hopper compiles for sm_90a across its space, or a named constrai
   }
   WARN("sdpa_hopper sample: " << compiled << " compiled, " << spilled << " spilled, refused "
                               << refused.size() << " ways");
-  CHECK(compiled >= 23);
+  CHECK(compiled >= 25);
   CHECK(spilled <= 1);
   // No value of BLOCK_N = 256 fits the registers, nor at D = 256 the O tile of TMA_STORE with
   // PRODUCER_REGS = 40: those two settings are refused at both head dims.
@@ -226,6 +238,14 @@ TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations wit
       {"STREAM_K=1", 2, 4096, "stream_k_needs_persistent"},
       {"STREAM_K=1 PERSISTENT=1 SPLITS=2 TMA_STORE=0", 2, 4096, "stream_k_needs_one_split"},
       {"RESCALE_UNDER_QK=1 INTRA_OVERLAP=0", 2, 4096, "rescale_under_qk_needs_intra_overlap"},
+      {"KV_INTERLEAVE=1 NUM_CONSUMERS=1 PINGPONG=0", 2, 4096, "kv_interleave_needs_two_consumers"},
+      {"KV_INTERLEAVE=1", 2, 4096, "kv_interleave_without_turns"},
+      {"KV_INTERLEAVE=1 PINGPONG=0 PERSISTENT=1 STREAM_K=1", 2, 4096,
+       "kv_interleave_without_turns"},
+      {"KV_INTERLEAVE=1 PINGPONG=0 SPLITS=2 LAST_CTA_COMBINES=1 TMA_STORE=0", 2, 4096,
+       "kv_interleave_without_turns"},
+      {"KV_INTERLEAVE=1 PINGPONG=0 NUM_CONSUMERS=3 BLOCK_N=64", 2, 4096,
+       "kv_interleave_stage_per_consumer"},
   };
   for (const auto& [settings, h_kv, s_kv, constraint] : refusals) {
     INFO(settings);
@@ -477,6 +497,73 @@ TEST_CASE("broken stream-K merges of sdpa_hopper are rejected", "[gpu]") {
       INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
       CHECK(verdict->status == Status::kIncorrect);
       WARN(name << " S=" << s << ": " << ToString(verdict->status) << " ("
+                << verdict->correctness.failure << ")");
+    }
+  }
+}
+
+TEST_CASE("broken KV_INTERLEAVE merges of sdpa_hopper are rejected", "[gpu]") {
+  // Written and compiled on any machine, so that a change to the code they break fails here.
+  test::TempDir dir;
+  // Consumer 0 stores O without the other consumers' states: their KV tiles are lost.
+  test::WriteTemplateVariant(dir.path() / "hopper_interleave_no_merge", "sdpa_hopper",
+                             "hopper_interleave_no_merge",
+                             "for (int other = 1; other < NUM_CONSUMERS; ++other) {",
+                             "for (int other = 1; other < 1; ++other) {");
+  // The merge (evo/tile_partial.cuh, shared with stream-K) adds the other consumer's
+  // accumulators without rescaling them to the common maximum.
+  test::WriteTemplateVariantWithBrokenHeader(
+      dir.path() / "hopper_interleave_unweighted", "sdpa_hopper", "hopper_interleave_unweighted",
+      "tile_partial.cuh", "acc[i + e] = fmaf(acc[i + e], mine_weight[h], o[e] * other_weight[h]);",
+      "acc[i + e] += o[e];");
+  const char* names[] = {"hopper_interleave_no_merge", "hopper_interleave_unweighted"};
+  std::vector<std::filesystem::path> folders;
+  for (const char* name : names) folders.push_back(dir.path() / name);
+  // Chunked prefill with packed heads, and decoding with splits.
+  const struct {
+    const char* settings;
+    int64_t problem[8];
+  } cases[] = {
+      {"KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1", {2, 8, 2, 16, 1000, 128, 0, 0}},
+      {"KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 SPLITS=4 TMA_STORE=0 BLOCK_N=64",
+       {1, 32, 8, 1, 3000, 128, 0, 1}},
+  };
+  const auto problem_of = [](const Manifest& manifest, const int64_t(&p)[8]) {
+    return GroupedProblem(manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+  };
+  {
+    const TemplateLibrary library = TemplateLibrary::Load(folders);
+    NvrtcCompiler compiler;
+    for (const char* name : names) {
+      const KernelTemplate& variant = library.Find(name);
+      for (const auto& c : cases) {
+        INFO(name << " " << c.settings);
+        const CompileOutcome compiled = RunCompileGate(
+            variant, test::GenomeFromSettings(variant.manifest, c.settings),
+            problem_of(variant.manifest, c.problem), ArchByName("sm_90"), compiler, {});
+        INFO(compiled.compiled.log);
+        REQUIRE(compiled.status == Status::kCompiled);
+      }
+    }
+  }
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  HopperBench bench(folders);
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  for (const char* name : names) {
+    for (const auto& c : cases) {
+      INFO(name << " " << c.settings);
+      const std::optional<GpuVerdict> verdict = bench.Evaluate(
+          name, c.settings, problem_of(bench.manifest(name), c.problem), std::chrono::seconds(60));
+      REQUIRE(verdict.has_value());
+      INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
+      CHECK(verdict->status == Status::kIncorrect);
+      WARN(name << " " << c.settings << ": " << ToString(verdict->status) << " ("
                 << verdict->correctness.failure << ")");
     }
   }

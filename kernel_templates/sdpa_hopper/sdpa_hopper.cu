@@ -45,15 +45,21 @@
 // their accumulators and row statistics in O_partial (evo/tile_partial.cuh), two states per CTA
 // (its span's first and last piece), and the last merges them into its own and stores O.
 //
+// KV_INTERLEAVE (for few, long tiles: decoding and chunked prefill with grouped heads): the
+// consumer warpgroups share one tile of 64 query rows and take its KV tiles in turn (the CTA's
+// k-th KV tile goes to consumer k % NUM_CONSUMERS), so that one tile streams its K and V through
+// several MMA chains at once. Before the epilogue the other consumers leave their state in shared
+// memory (evo/tile_partial.cuh) and consumer 0 merges it into its own and stores O.
+//
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, RESCALE_UNDER_QK,
-// PERSISTENT, TMA_STORE, PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, STREAM_K) and
-// problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are prepended by evo.
+// PERSISTENT, TMA_STORE, PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, STREAM_K,
+// KV_INTERLEAVE) and problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
     !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) ||  \
-    !defined(STREAM_K) || !defined(RESCALE_UNDER_QK)
+    !defined(STREAM_K) || !defined(RESCALE_UNDER_QK) || !defined(KV_INTERLEAVE)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -72,7 +78,7 @@
 #include "evo/wgmma_attention.cuh"
 
 EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16,
-                 PACK_GQA, LAST_CTA_COMBINES, STREAM_K, RESCALE_UNDER_QK);
+                 PACK_GQA, LAST_CTA_COMBINES, STREAM_K, RESCALE_UNDER_QK, KV_INTERLEAVE);
 static_assert(RESCALE_UNDER_QK == 0 || INTRA_OVERLAP, "RESCALE_UNDER_QK needs INTRA_OVERLAP");
 static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS must be in [1, 32]");
 static_assert(LAST_CTA_COMBINES == 0 || SPLITS > 1, "LAST_CTA_COMBINES needs SPLITS > 1");
@@ -85,6 +91,14 @@ static_assert(STAGES >= 1, "STAGES must be at least 1");
 static_assert(HEAD_DIM == 64 || HEAD_DIM == 128 || HEAD_DIM == 256,
               "HEAD_DIM must be 64, 128 or 256");
 static_assert(PINGPONG == 0 || NUM_CONSUMERS >= 2, "PINGPONG needs two consumer warpgroups");
+// The turns, a stream-K tile's partial states and the last CTA's combine all count on every
+// consumer finishing each tile; with KV_INTERLEAVE only consumer 0 does. Each stage serves one
+// consumer (STAGES a multiple of NUM_CONSUMERS), so that no consumer waits on a stage's mbarrier
+// phase that another consumer's use of the stage has not reached yet (the parity would alias).
+static_assert(KV_INTERLEAVE == 0 || (NUM_CONSUMERS >= 2 && !PINGPONG && !STREAM_K &&
+                                     !LAST_CTA_COMBINES && STAGES % NUM_CONSUMERS == 0),
+              "KV_INTERLEAVE needs two or more consumers, no PINGPONG, STREAM_K or "
+              "LAST_CTA_COMBINES, and STAGES a multiple of NUM_CONSUMERS");
 
 namespace hopper {
 
@@ -97,19 +111,25 @@ typedef evo::Fp16 Elem;
 // An enum rather than constexpr variables: NVRTC would emit those as unused .global symbols.
 enum : int {
   kThreads = (NUM_CONSUMERS + 1) * 128,
-  kBlockM = NUM_CONSUMERS * 64,
+  kBlockM = KV_INTERLEAVE ? 64 : NUM_CONSUMERS * 64,
   kColumnBlocks = HEAD_DIM / 64,  // 64-column blocks of 128 bytes: one swizzle span each
   kQTileBytes = kBlockM * HEAD_DIM * 2,
   kKVTileBytes = BLOCK_N * HEAD_DIM * 2,
   kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block
+  // KV_INTERLEAVE: consumers 1.. leave their state here for consumer 0 (evo/tile_partial.cuh).
+  kMergeRegionBytes = (HEAD_DIM / 2 + 4) * 128 * 4,
+  kMergeBytes = KV_INTERLEAVE ? (NUM_CONSUMERS - 1) * kMergeRegionBytes : 0,
   // Registers per thread at launch (__launch_bounds__(kThreads, 1)), and after the hand-over.
   kLaunchRegs = 65536 / kThreads / 8 * 8,
   kConsumerRegsUnrounded = ((NUM_CONSUMERS + 1) * kLaunchRegs - PRODUCER_REGS) / NUM_CONSUMERS,
   kConsumerRegs = (kConsumerRegsUnrounded > 240 ? 240 : kConsumerRegsUnrounded) / 8 * 8,
   kConsumerWarps = NUM_CONSUMERS * 4,
+  // Warps that release a K/V stage: every consumer's, or with KV_INTERLEAVE its one consumer's.
+  kStageReleasers = KV_INTERLEAVE ? 4 : kConsumerWarps,
   kTurnThreads = 256,  // a consumer warpgroup waiting for its turn, the previous one signalling
   // Named barriers: 0 is __syncthreads, 1..NUM_CONSUMERS the turns, then one per consumer
-  // warpgroup for its epilogue, then one for all consumers at a split's arrival.
+  // warpgroup for its epilogue, then one for all consumers at a split's arrival (or, with
+  // KV_INTERLEAVE, at the merge of their states).
   kEpilogueBarrier = 1 + NUM_CONSUMERS,
   kArrivalBarrier = 1 + 2 * NUM_CONSUMERS,
   kConsumerThreads = NUM_CONSUMERS * 128,
@@ -156,9 +176,14 @@ struct Layout {
   __device__ __forceinline__ unsigned o(int consumer) const {
     return base + kQTileBytes + 2 * STAGES * kKVTileBytes + consumer * 64 * HEAD_DIM * 2;
   }
+  // KV_INTERLEAVE: consumer c's (1..NUM_CONSUMERS-1) state for consumer 0 to merge.
+  __device__ __forceinline__ unsigned merge(int consumer) const {
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes +
+           (consumer - 1) * kMergeRegionBytes;
+  }
   // q_full, q_empty, k_full[STAGES], k_empty[STAGES], v_full[STAGES], v_empty[STAGES].
   __device__ __forceinline__ unsigned bar(int i) const {
-    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + 8 * i;
+    return base + kQTileBytes + 2 * STAGES * kKVTileBytes + kOTileBytes + kMergeBytes + 8 * i;
   }
   __device__ __forceinline__ unsigned q_full() const { return bar(0); }
   __device__ __forceinline__ unsigned q_empty() const { return bar(1); }
@@ -500,7 +525,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
   const int lane = tid % 32;
   const int group = lane >> 2;  // fragment row within an 8-row half
   const int quad = lane & 3;    // fragment column pair
-  const int wg_row0 = consumer * 64;
+  const int wg_row0 = KV_INTERLEAVE ? 0 : consumer * 64;
   const Turns turns{consumer};
   // The first turn is consumer 0's: the last consumer signals it as if it had just issued.
   if (PINGPONG && consumer == NUM_CONSUMERS - 1) {
@@ -593,49 +618,61 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       evo::mbar_wait_sleep(smem.v_full(stage_of(j)), full_parity(j));
     };
 
+    // The KV tiles this warpgroup takes: all of the piece's, or with KV_INTERLEAVE every
+    // NUM_CONSUMERS-th of the CTA's sequence of KV tiles (its stage then always serves it).
+    constexpr int kStep = KV_INTERLEAVE ? NUM_CONSUMERS : 1;
+    const int j_first =
+        KV_INTERLEAVE ? (consumer + NUM_CONSUMERS - kv_iter % NUM_CONSUMERS) % NUM_CONSUMERS : 0;
+    const auto last_of_mine = [&](int j) { return j + kStep >= num_kv_tiles; };
+
     // A split with no KV tile (more splits than the tile has KV tiles) loads nothing: it only
     // leaves an empty partial (LSE -inf) below.
     if (SPLITS == 1 || num_kv_tiles > 0) {
       if (!STREAM_K) evo::mbar_wait_sleep(smem.q_full(), round & 1);
+      // KV_INTERLEAVE: a consumer with no KV tile of its own (fewer than NUM_CONSUMERS) still
+      // releases Q, which counts every consumer warp.
+      if (j_first >= num_kv_tiles) release(smem.q_empty(), lane);
       float alpha[2];
-      if (INTRA_OVERLAP) {
-        // Tile 0 alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1} together,
-        // wait for the scores only, run the softmax while P V runs, then wait for P V.
-        // RESCALE_UNDER_QK rescales O for tile j - 1's maximum between the two issues, under
-        // Q K_j^T, rather than after P V before the next issue (on the path from one MMA to
-        // the next): under ncu a copy without the rescale took 3.6 % (PINGPONG=0) to 5.5 %
-        // fewer cycles; moved under Q K^T it saved 3.5 % with PINGPONG and cost 2.3 % without.
-        wait_keys(0);
+      if (INTRA_OVERLAP && j_first < num_kv_tiles) {
+        // The first tile alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1}
+        // together (j-1: this warpgroup's tile before j), wait for the scores only, run the
+        // softmax while P V runs, then wait for P V. RESCALE_UNDER_QK rescales O for tile j - 1's
+        // maximum between the two issues, under Q K_j^T, rather than after P V before the next
+        // issue (on the path from one MMA to the next): under ncu a copy without the rescale
+        // took 3.6 % (PINGPONG=0) to 5.5 % fewer cycles; moved under Q K^T it saved 3.5 % with
+        // PINGPONG and cost 2.3 % without.
+        wait_keys(j_first);
         turns.wait();
-        issue_scores(stage_of(0));
+        issue_scores(stage_of(j_first));
         turns.pass();
         evo::wgmma_wait<0>();
         evo::wgmma_fence_registers(s);
-        release(smem.k_empty(stage_of(0)), lane);
-        if (num_kv_tiles == 1) release(smem.q_empty(), lane);
-        softmax(0, alpha);
+        release(smem.k_empty(stage_of(j_first)), lane);
+        if (last_of_mine(j_first)) release(smem.q_empty(), lane);
+        softmax(j_first, alpha);
         pack_probabilities();
-        for (int j = 1; j < num_kv_tiles; ++j) {
+        int last = j_first;
+        for (int j = j_first + kStep; j < num_kv_tiles; j += kStep) {
           wait_keys(j);
-          wait_values(j - 1);
+          wait_values(j - kStep);
           turns.wait();
           issue_scores(stage_of(j));
-          if (RESCALE_UNDER_QK) rescale(alpha);  // at j = 1 the accumulators are still 0
-          issue_values(stage_of(j - 1));
+          if (RESCALE_UNDER_QK) rescale(alpha);  // after the first tile O is still 0
+          issue_values(stage_of(j - kStep));
           turns.pass();
           evo::wgmma_wait<1>();
           evo::wgmma_fence_registers(s);
           release(smem.k_empty(stage_of(j)), lane);
-          if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
+          if (last_of_mine(j)) release(smem.q_empty(), lane);
           softmax(j, alpha);
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(acc);
           evo::wgmma_fence_registers(p);
-          release(smem.v_empty(stage_of(j - 1)), lane);
+          release(smem.v_empty(stage_of(j - kStep)), lane);
           if (!RESCALE_UNDER_QK) rescale(alpha);
           pack_probabilities();
+          last = j;
         }
-        const int last = num_kv_tiles - 1;
         wait_values(last);
         turns.wait();
         if (RESCALE_UNDER_QK) rescale(alpha);
@@ -644,8 +681,8 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         evo::wgmma_wait<0>();
         evo::wgmma_fence_registers(acc);
         release(smem.v_empty(stage_of(last)), lane);
-      } else {
-        for (int j = 0; j < num_kv_tiles; ++j) {
+      } else if (!INTRA_OVERLAP) {
+        for (int j = j_first; j < num_kv_tiles; j += kStep) {
           wait_keys(j);
           turns.wait();
           issue_scores(stage_of(j));
@@ -653,7 +690,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(s);
           release(smem.k_empty(stage_of(j)), lane);
-          if (j == num_kv_tiles - 1) release(smem.q_empty(), lane);
+          if (last_of_mine(j)) release(smem.q_empty(), lane);
           softmax(j, alpha);
           rescale(alpha);
           pack_probabilities();
@@ -668,6 +705,27 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       }
       kv_iter += num_kv_tiles;
       ++round;
+    }
+
+    if (KV_INTERLEAVE) {
+      // Consumers 1.. leave their state for consumer 0, which merges it (in consumer order: the
+      // same bits every call) and goes on alone to the epilogue.
+      const int t = tid % 128;
+      if (consumer != 0) {
+        evo::store_tile_partial<HEAD_DIM / 2>(evo::SharedRegion<128>{smem.merge(consumer)}, acc,
+                                              row_max, row_sum, t);
+      }
+      evo::named_barrier_sync<kConsumerThreads>(kArrivalBarrier);
+      if (consumer != 0) {
+        // The next tile's state must not overwrite this one before consumer 0 has read it.
+        evo::named_barrier_sync<kConsumerThreads>(kArrivalBarrier);
+        continue;
+      }
+      for (int other = 1; other < NUM_CONSUMERS; ++other) {
+        evo::merge_tile_partial<HEAD_DIM / 2, FAST_EXP>(evo::SharedRegion<128>{smem.merge(other)},
+                                                        acc, row_max, row_sum, kSoftmaxScale, t);
+      }
+      evo::named_barrier_sync<kConsumerThreads>(kArrivalBarrier);
     }
 
     const int b = bh / slots;
@@ -718,8 +776,10 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       const int cta = static_cast<int>(blockIdx.x);
       // A CTA's state is in its slot 0 unless the tile is its span's last piece.
       const auto slot = [&](int c) { return c == piece.first_cta ? piece.first_slot : 0; };
-      evo::store_tile_partial<HEAD_DIM / 2, kConsumerThreads>(
-          partials.o + (2 * cta + slot(cta)) * kTilePartialFloats, acc, row_max, row_sum, tid);
+      evo::store_tile_partial<HEAD_DIM / 2>(
+          evo::GlobalRegion<kConsumerThreads>{partials.o +
+                                              (2 * cta + slot(cta)) * kTilePartialFloats},
+          acc, row_max, row_sum, tid);
       if (!evo::last_cta_arrives<kConsumerThreads>(partials.arrivals + piece.tail_tile, piece.parts,
                                                    tid, kArrivalBarrier)) {
         continue;
@@ -731,9 +791,10 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       row_max[0] = row_max[1] = evo::neg_inf();
       row_sum[0] = row_sum[1] = 0.f;
       for (int other = piece.first_cta; other < piece.first_cta + piece.parts; ++other) {
-        evo::merge_tile_partial<HEAD_DIM / 2, kConsumerThreads, FAST_EXP>(
-            partials.o + (2 * other + slot(other)) * kTilePartialFloats, acc, row_max, row_sum,
-            kSoftmaxScale, tid);
+        evo::merge_tile_partial<HEAD_DIM / 2, FAST_EXP>(
+            evo::GlobalRegion<kConsumerThreads>{partials.o +
+                                                (2 * other + slot(other)) * kTilePartialFloats},
+            acc, row_max, row_sum, kSoftmaxScale, tid);
       }
     }
 
@@ -821,9 +882,9 @@ extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fw
     evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps);
     for (int s = 0; s < STAGES; ++s) {
       evo::mbar_init(smem.k_full(s), 1);
-      evo::mbar_init(smem.k_empty(s), hopper::kConsumerWarps);
+      evo::mbar_init(smem.k_empty(s), hopper::kStageReleasers);
       evo::mbar_init(smem.v_full(s), 1);
-      evo::mbar_init(smem.v_empty(s), hopper::kConsumerWarps);
+      evo::mbar_init(smem.v_empty(s), hopper::kStageReleasers);
     }
     evo::fence_mbarrier_init();
   }
