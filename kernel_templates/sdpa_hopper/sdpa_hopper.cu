@@ -623,7 +623,9 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     constexpr int kStep = KV_INTERLEAVE ? NUM_CONSUMERS : 1;
     const int j_first =
         KV_INTERLEAVE ? (consumer + NUM_CONSUMERS - kv_iter % NUM_CONSUMERS) % NUM_CONSUMERS : 0;
-    const auto last_of_mine = [&](int j) { return j + kStep >= num_kv_tiles; };
+    const auto last_of_mine = [&](int j) {
+      return KV_INTERLEAVE ? j + kStep >= num_kv_tiles : j == num_kv_tiles - 1;
+    };
 
     // A split with no KV tile (more splits than the tile has KV tiles) loads nothing: it only
     // leaves an empty partial (LSE -inf) below.
@@ -631,9 +633,9 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       if (!STREAM_K) evo::mbar_wait_sleep(smem.q_full(), round & 1);
       // KV_INTERLEAVE: a consumer with no KV tile of its own (fewer than NUM_CONSUMERS) still
       // releases Q, which counts every consumer warp.
-      if (j_first >= num_kv_tiles) release(smem.q_empty(), lane);
+      if (KV_INTERLEAVE && j_first >= num_kv_tiles) release(smem.q_empty(), lane);
       float alpha[2];
-      if (INTRA_OVERLAP && j_first < num_kv_tiles) {
+      if (INTRA_OVERLAP && (!KV_INTERLEAVE || j_first < num_kv_tiles)) {
         // The first tile alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1}
         // together (j-1: this warpgroup's tile before j), wait for the scores only, run the
         // softmax while P V runs, then wait for P V. RESCALE_UNDER_QK rescales O for tile j - 1's
@@ -651,7 +653,6 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         if (last_of_mine(j_first)) release(smem.q_empty(), lane);
         softmax(j_first, alpha);
         pack_probabilities();
-        int last = j_first;
         for (int j = j_first + kStep; j < num_kv_tiles; j += kStep) {
           wait_keys(j);
           wait_values(j - kStep);
@@ -671,8 +672,10 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           release(smem.v_empty(stage_of(j - kStep)), lane);
           if (!RESCALE_UNDER_QK) rescale(alpha);
           pack_probabilities();
-          last = j;
         }
+        // Computed here rather than tracked through the loop: one register less there (STREAM_K
+        // at BLOCK_N = 160 spilled).
+        const int last = j_first + (num_kv_tiles - 1 - j_first) / kStep * kStep;
         wait_values(last);
         turns.wait();
         if (RESCALE_UNDER_QK) rescale(alpha);
