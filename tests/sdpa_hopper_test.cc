@@ -447,32 +447,31 @@ TEST_CASE("sdpa_hopper passes the gates with stream-K tails", "[gpu]") {
   WARN("sdpa_hopper stream-K: " << measured << " of " << std::size(kStreamKCases) << " measured");
 }
 
-TEST_CASE("broken stream-K merges of sdpa_hopper are rejected", "[gpu]") {
-  test::TempDir dir;
-  // The tile's last CTA leaves out the state of the CTA that holds the tile's end.
-  test::WriteTemplateVariant(dir.path() / "hopper_stream_k_drops_part", "sdpa_hopper",
-                             "hopper_stream_k_drops_part",
-                             "other < piece.first_cta + piece.parts; ++other",
-                             "other < piece.first_cta + piece.parts - 1; ++other");
-  // The merge adds another CTA's accumulators without rescaling them to the common maximum.
-  test::WriteTemplateVariantWithBrokenHeader(
-      dir.path() / "hopper_stream_k_unweighted", "sdpa_hopper", "hopper_stream_k_unweighted",
-      "tile_partial.cuh", "acc[i + e] = fmaf(acc[i + e], mine_weight[h], o[e] * other_weight[h]);",
-      "acc[i + e] += o[e];");
-  const char* names[] = {"hopper_stream_k_drops_part", "hopper_stream_k_unweighted"};
-  std::vector<std::filesystem::path> folders;
-  for (const char* name : names) folders.push_back(dir.path() / name);
-  const char* settings = "PERSISTENT=1 STREAM_K=1";
+// A broken copy of sdpa_hopper (its folder name) and a case it must fail: the settings and the
+// problem (B, H, H_kv, S_q, S_kv, D, causal, bf16).
+struct BrokenCase {
+  const char* name;
+  const char* settings;
+  int64_t problem[8];
+};
+
+// Each case's copy compiles on any machine, so that a change to the code it breaks fails in CI
+// too; on an H100 the gates must find each case incorrect.
+void ExpectIncorrect(const std::vector<std::filesystem::path>& folders,
+                     std::span<const BrokenCase> cases, std::chrono::seconds deadline) {
+  const auto problem_of = [](const Manifest& manifest, const BrokenCase& c) {
+    const int64_t* p = c.problem;
+    return GroupedProblem(manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+  };
   {
     const TemplateLibrary library = TemplateLibrary::Load(folders);
     NvrtcCompiler compiler;
-    for (const char* name : names) {
-      const KernelTemplate& variant = library.Find(name);
-      INFO(name);
+    for (const BrokenCase& c : cases) {
+      const KernelTemplate& variant = library.Find(c.name);
+      INFO(c.name << " " << c.settings);
       const CompileOutcome compiled =
-          RunCompileGate(variant, test::GenomeFromSettings(variant.manifest, settings),
-                         HopperProblem(variant.manifest, 2, 8, 2048, 2048, 128, 0, 0),
-                         ArchByName("sm_90"), compiler, {});
+          RunCompileGate(variant, test::GenomeFromSettings(variant.manifest, c.settings),
+                         problem_of(variant.manifest, c), ArchByName("sm_90"), compiler, {});
       INFO(compiled.compiled.log);
       REQUIRE(compiled.status == Status::kCompiled);
     }
@@ -486,24 +485,43 @@ TEST_CASE("broken stream-K merges of sdpa_hopper are rejected", "[gpu]") {
     WARN("skipped: sdpa_hopper needs an sm_90 GPU");
     return;
   }
-  for (const char* name : names) {
-    // Whole rounds and a tail, and a tail alone.
-    for (const int64_t s : {2048, 700}) {
-      const Problem problem = HopperProblem(bench.manifest(name), 2, 8, s, s, 128, 0, 0);
-      INFO(name << " S=" << s);
-      const std::optional<GpuVerdict> verdict =
-          bench.Evaluate(name, settings, problem, std::chrono::seconds(60));
-      REQUIRE(verdict.has_value());
-      INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
-      CHECK(verdict->status == Status::kIncorrect);
-      WARN(name << " S=" << s << ": " << ToString(verdict->status) << " ("
-                << verdict->correctness.failure << ")");
-    }
+  for (const BrokenCase& c : cases) {
+    const Problem problem = problem_of(bench.manifest(c.name), c);
+    INFO(c.name << " " << c.settings << " on " << FormatProblem(bench.manifest(c.name), problem));
+    const std::optional<GpuVerdict> verdict = bench.Evaluate(c.name, c.settings, problem, deadline);
+    REQUIRE(verdict.has_value());
+    INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
+    CHECK(verdict->status == Status::kIncorrect);
+    WARN(c.name << " " << c.settings << " S_kv=" << c.problem[4] << ": "
+                << ToString(verdict->status) << " (" << verdict->correctness.failure << ")");
   }
 }
 
+TEST_CASE("broken stream-K merges of sdpa_hopper are rejected", "[gpu]") {
+  test::TempDir dir;
+  // The tile's last CTA leaves out the state of the CTA that holds the tile's end.
+  test::WriteTemplateVariant(dir.path() / "hopper_stream_k_drops_part", "sdpa_hopper",
+                             "hopper_stream_k_drops_part",
+                             "other < piece.first_cta + piece.parts; ++other",
+                             "other < piece.first_cta + piece.parts - 1; ++other");
+  // The merge adds another CTA's accumulators without rescaling them to the common maximum.
+  test::WriteTemplateVariantWithBrokenHeader(
+      dir.path() / "hopper_stream_k_unweighted", "sdpa_hopper", "hopper_stream_k_unweighted",
+      "tile_partial.cuh", "acc[i + e] = fmaf(acc[i + e], mine_weight[h], o[e] * other_weight[h]);",
+      "acc[i + e] += o[e];");
+  // Whole rounds and a tail, and a tail alone.
+  const BrokenCase cases[] = {
+      {"hopper_stream_k_drops_part", "PERSISTENT=1 STREAM_K=1", {2, 8, 8, 2048, 2048, 128, 0, 0}},
+      {"hopper_stream_k_drops_part", "PERSISTENT=1 STREAM_K=1", {2, 8, 8, 700, 700, 128, 0, 0}},
+      {"hopper_stream_k_unweighted", "PERSISTENT=1 STREAM_K=1", {2, 8, 8, 2048, 2048, 128, 0, 0}},
+      {"hopper_stream_k_unweighted", "PERSISTENT=1 STREAM_K=1", {2, 8, 8, 700, 700, 128, 0, 0}},
+  };
+  ExpectIncorrect(
+      {dir.path() / "hopper_stream_k_drops_part", dir.path() / "hopper_stream_k_unweighted"}, cases,
+      std::chrono::seconds(60));
+}
+
 TEST_CASE("broken KV_INTERLEAVE merges of sdpa_hopper are rejected", "[gpu]") {
-  // Written and compiled on any machine, so that a change to the code they break fails here.
   test::TempDir dir;
   // Consumer 0 stores O without the other consumers' states: their KV tiles are lost.
   test::WriteTemplateVariant(dir.path() / "hopper_interleave_no_merge", "sdpa_hopper",
@@ -516,61 +534,21 @@ TEST_CASE("broken KV_INTERLEAVE merges of sdpa_hopper are rejected", "[gpu]") {
       dir.path() / "hopper_interleave_unweighted", "sdpa_hopper", "hopper_interleave_unweighted",
       "tile_partial.cuh", "acc[i + e] = fmaf(acc[i + e], mine_weight[h], o[e] * other_weight[h]);",
       "acc[i + e] += o[e];");
-  const char* names[] = {"hopper_interleave_no_merge", "hopper_interleave_unweighted"};
-  std::vector<std::filesystem::path> folders;
-  for (const char* name : names) folders.push_back(dir.path() / name);
   // Chunked prefill with packed heads, and decoding with splits.
-  const struct {
-    const char* settings;
-    int64_t problem[8];
-  } cases[] = {
-      {"KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1", {2, 8, 2, 16, 1000, 128, 0, 0}},
-      {"KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 SPLITS=4 TMA_STORE=0 BLOCK_N=64",
-       {1, 32, 8, 1, 3000, 128, 0, 1}},
+  const char* chunked = "KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1";
+  const char* decoding = "KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 SPLITS=4 TMA_STORE=0 BLOCK_N=64";
+  const BrokenCase cases[] = {
+      {"hopper_interleave_no_merge", chunked, {2, 8, 2, 16, 1000, 128, 0, 0}},
+      {"hopper_interleave_no_merge", decoding, {1, 32, 8, 1, 3000, 128, 0, 1}},
+      {"hopper_interleave_unweighted", chunked, {2, 8, 2, 16, 1000, 128, 0, 0}},
+      {"hopper_interleave_unweighted", decoding, {1, 32, 8, 1, 3000, 128, 0, 1}},
   };
-  const auto problem_of = [](const Manifest& manifest, const int64_t(&p)[8]) {
-    return GroupedProblem(manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
-  };
-  {
-    const TemplateLibrary library = TemplateLibrary::Load(folders);
-    NvrtcCompiler compiler;
-    for (const char* name : names) {
-      const KernelTemplate& variant = library.Find(name);
-      for (const auto& c : cases) {
-        INFO(name << " " << c.settings);
-        const CompileOutcome compiled = RunCompileGate(
-            variant, test::GenomeFromSettings(variant.manifest, c.settings),
-            problem_of(variant.manifest, c.problem), ArchByName("sm_90"), compiler, {});
-        INFO(compiled.compiled.log);
-        REQUIRE(compiled.status == Status::kCompiled);
-      }
-    }
-  }
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench(folders);
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
-  for (const char* name : names) {
-    for (const auto& c : cases) {
-      INFO(name << " " << c.settings);
-      const std::optional<GpuVerdict> verdict = bench.Evaluate(
-          name, c.settings, problem_of(bench.manifest(name), c.problem), std::chrono::seconds(60));
-      REQUIRE(verdict.has_value());
-      INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
-      CHECK(verdict->status == Status::kIncorrect);
-      WARN(name << " " << c.settings << ": " << ToString(verdict->status) << " ("
-                << verdict->correctness.failure << ")");
-    }
-  }
+  ExpectIncorrect(
+      {dir.path() / "hopper_interleave_no_merge", dir.path() / "hopper_interleave_unweighted"},
+      cases, std::chrono::seconds(60));
 }
 
 TEST_CASE("broken split-KV combines and a wrong KV head of sdpa_hopper are rejected", "[gpu]") {
-  // Written and compiled on any machine, so that a change to the code they break fails here.
   test::TempDir dir;
   // The combine (evo/split_kv.cuh, shared with sdpa_fp16) stops one split short.
   test::WriteTemplateVariantWithBrokenHeader(
@@ -585,53 +563,23 @@ TEST_CASE("broken split-KV combines and a wrong KV head of sdpa_hopper are rejec
   test::WriteTemplateVariant(dir.path() / "hopper_wrong_kv_head", "sdpa_hopper",
                              "hopper_wrong_kv_head", "return PACK_GQA ? slot : slot / group;",
                              "return slot % 2;");
-  const char* names[] = {"hopper_drops_split", "hopper_unweighted_combine", "hopper_wrong_kv_head"};
-  std::vector<std::filesystem::path> folders;
-  for (const char* name : names) folders.push_back(dir.path() / name);
-  {
-    const TemplateLibrary library = TemplateLibrary::Load(folders);
-    NvrtcCompiler compiler;
-    for (const char* name : names) {
-      const KernelTemplate& variant = library.Find(name);
-      INFO(name);
-      const CompileOutcome compiled = RunCompileGate(
-          variant, test::GenomeFromSettings(variant.manifest, "SPLITS=4 TMA_STORE=0"),
-          GroupedProblem(variant.manifest, 1, 8, 4, 1, 4000, 128, 0, 0), ArchByName("sm_90"),
-          compiler, {});
-      INFO(compiled.compiled.log);
-      REQUIRE(compiled.status == Status::kCompiled);
-    }
-  }
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench(folders);
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
   // Each breakage where it matters: the combines with both ways of combining, the KV head
   // with and without packing.
-  const std::pair<const char*, const char*> cases[] = {
-      {"hopper_drops_split", "SPLITS=4 TMA_STORE=0"},
-      {"hopper_drops_split", "SPLITS=8 LAST_CTA_COMBINES=1 TMA_STORE=0 PACK_GQA=1"},
-      {"hopper_unweighted_combine", "SPLITS=4 TMA_STORE=0"},
-      {"hopper_unweighted_combine", "SPLITS=8 LAST_CTA_COMBINES=1 TMA_STORE=0 PACK_GQA=1"},
-      {"hopper_wrong_kv_head", ""},
-      {"hopper_wrong_kv_head", "PACK_GQA=1 SPLITS=2 TMA_STORE=0"},
+  const BrokenCase cases[] = {
+      {"hopper_drops_split", "SPLITS=4 TMA_STORE=0", {2, 8, 4, 1, 4000, 128, 0, 0}},
+      {"hopper_drops_split",
+       "SPLITS=8 LAST_CTA_COMBINES=1 TMA_STORE=0 PACK_GQA=1",
+       {2, 8, 4, 1, 4000, 128, 0, 0}},
+      {"hopper_unweighted_combine", "SPLITS=4 TMA_STORE=0", {2, 8, 4, 1, 4000, 128, 0, 0}},
+      {"hopper_unweighted_combine",
+       "SPLITS=8 LAST_CTA_COMBINES=1 TMA_STORE=0 PACK_GQA=1",
+       {2, 8, 4, 1, 4000, 128, 0, 0}},
+      {"hopper_wrong_kv_head", "", {2, 8, 4, 1, 4000, 128, 0, 0}},
+      {"hopper_wrong_kv_head", "PACK_GQA=1 SPLITS=2 TMA_STORE=0", {2, 8, 4, 1, 4000, 128, 0, 0}},
   };
-  for (const auto& [name, settings] : cases) {
-    const Problem problem = GroupedProblem(bench.manifest(name), 2, 8, 4, 1, 4000, 128, 0, 0);
-    INFO(name << " " << settings);
-    const std::optional<GpuVerdict> verdict =
-        bench.Evaluate(name, settings, problem, std::chrono::seconds(30));
-    REQUIRE(verdict.has_value());
-    INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
-    CHECK(verdict->status == Status::kIncorrect);
-    WARN(name << " " << settings << ": " << ToString(verdict->status) << " ("
-              << verdict->correctness.failure << ")");
-  }
+  ExpectIncorrect({dir.path() / "hopper_drops_split", dir.path() / "hopper_unweighted_combine",
+                   dir.path() / "hopper_wrong_kv_head"},
+                  cases, std::chrono::seconds(30));
 }
 
 // A broken copy of sdpa_hopper; `manifest_find` / `manifest_replace` change its manifest too,
