@@ -14,11 +14,6 @@ namespace {
 // valid configurations is sampled uniformly, few enough that a nearly empty one stays cheap.
 constexpr int kSampleDraws = 64;
 
-size_t DomainIndex(const KnobSpec& knob, int64_t value) {
-  return static_cast<size_t>(std::find(knob.values.begin(), knob.values.end(), value) -
-                             knob.values.begin());
-}
-
 }  // namespace
 
 SearchSpace::SearchSpace(const Manifest& manifest, Problem problem, ArchInfo arch,
@@ -72,12 +67,10 @@ std::optional<Genome> SearchSpace::Sample(Random& random) const {
 std::optional<Genome> SearchSpace::Repair(const Genome& genome, Random& random) const {
   CheckGenome(*manifest_, genome);
   if (IsValid(genome)) return genome;
-  if (const ValidConfigurations* listed = Listed()) return RepairFromList(*listed, genome, random);
+  const std::vector<uint16_t> start = *DomainIndices(*manifest_, genome);  // CheckGenome passed
+  if (const ValidConfigurations* listed = Listed()) return RepairFromList(*listed, start, random);
 
   const std::vector<KnobSpec>& knobs = manifest_->knobs;
-  std::vector<size_t> start(knobs.size());
-  for (size_t k = 0; k < knobs.size(); ++k)
-    start[k] = DomainIndex(knobs[k], genome.at(knobs[k].name));
 
   // Breadth-first over the number of changed knobs: every subset of `changes` knobs, every
   // other value of each. Exact, and cheap for the few knobs and short domains templates have;
@@ -132,8 +125,8 @@ std::optional<Genome> SearchSpace::Repair(const Genome& genome, Random& random) 
 // knobs in its order, earlier knobs first; within one, the changed knobs' values ascending), so
 // that `random` picks the same one.
 std::optional<Genome> SearchSpace::RepairFromList(const ValidConfigurations& listed,
-                                                  const Genome& genome, Random& random) const {
-  const std::vector<uint16_t> start = *DomainIndices(*manifest_, genome);  // checked above
+                                                  const std::vector<uint16_t>& start,
+                                                  Random& random) const {
   const size_t width = start.size();
   size_t nearest_changes = std::numeric_limits<size_t>::max();
   int64_t nearest_steps = std::numeric_limits<int64_t>::max();

@@ -54,8 +54,9 @@ class SearchSpace {
  private:
   // The list, made on the first call; nullptr where the space is too large to list.
   const ValidConfigurations* Listed() const;
-  std::optional<Genome> RepairFromList(const ValidConfigurations& listed, const Genome& genome,
-                                       Random& random) const;
+  // `start`: the configuration to repair, as DomainIndices.
+  std::optional<Genome> RepairFromList(const ValidConfigurations& listed,
+                                       const std::vector<uint16_t>& start, Random& random) const;
 
   // Shared by copies of the space, and made once even when lanes ask together.
   struct Listing {

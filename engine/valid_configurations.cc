@@ -147,7 +147,7 @@ Genome ValidConfigurations::GenomeAt(const Manifest& manifest, size_t i) const {
 }
 
 bool ValidConfigurations::Contains(const std::vector<uint16_t>& indices) const {
-  if (indices.size() != width_ || width_ == 0) return false;
+  if (indices.size() != width_) return false;
   size_t low = 0;
   size_t high = size();
   while (low < high) {

@@ -44,6 +44,8 @@ class ValidConfigurations {
   bool Contains(const std::vector<uint16_t>& indices) const;
 
  private:
+  ValidConfigurations() = default;  // only List makes one, with at least one knob
+
   size_t width_ = 0;
   std::vector<uint16_t> rows_;  // size() rows of width_ indices, in ascending order
 };

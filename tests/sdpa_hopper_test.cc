@@ -447,31 +447,25 @@ TEST_CASE("sdpa_hopper passes the gates with stream-K tails", "[gpu]") {
   WARN("sdpa_hopper stream-K: " << measured << " of " << std::size(kStreamKCases) << " measured");
 }
 
-// A broken copy of sdpa_hopper (its folder name) and a case it must fail: the settings and the
-// problem (B, H, H_kv, S_q, S_kv, D, causal, bf16).
+// A broken copy of sdpa_hopper (its folder name) and a case it must fail.
 struct BrokenCase {
   const char* name;
-  const char* settings;
-  int64_t problem[8];
+  SplitCase run;
 };
 
 // Each case's copy compiles on any machine, so that a change to the code it breaks fails in CI
 // too; on an H100 the gates must find each case incorrect.
 void ExpectIncorrect(const std::vector<std::filesystem::path>& folders,
                      std::span<const BrokenCase> cases, std::chrono::seconds deadline) {
-  const auto problem_of = [](const Manifest& manifest, const BrokenCase& c) {
-    const int64_t* p = c.problem;
-    return GroupedProblem(manifest, p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
-  };
   {
     const TemplateLibrary library = TemplateLibrary::Load(folders);
     NvrtcCompiler compiler;
     for (const BrokenCase& c : cases) {
       const KernelTemplate& variant = library.Find(c.name);
-      INFO(c.name << " " << c.settings);
+      INFO(c.name << " " << c.run.settings);
       const CompileOutcome compiled =
-          RunCompileGate(variant, test::GenomeFromSettings(variant.manifest, c.settings),
-                         problem_of(variant.manifest, c), ArchByName("sm_90"), compiler, {});
+          RunCompileGate(variant, test::GenomeFromSettings(variant.manifest, c.run.settings),
+                         CaseProblem(variant.manifest, c.run), ArchByName("sm_90"), compiler, {});
       INFO(compiled.compiled.log);
       REQUIRE(compiled.status == Status::kCompiled);
     }
@@ -486,13 +480,15 @@ void ExpectIncorrect(const std::vector<std::filesystem::path>& folders,
     return;
   }
   for (const BrokenCase& c : cases) {
-    const Problem problem = problem_of(bench.manifest(c.name), c);
-    INFO(c.name << " " << c.settings << " on " << FormatProblem(bench.manifest(c.name), problem));
-    const std::optional<GpuVerdict> verdict = bench.Evaluate(c.name, c.settings, problem, deadline);
+    const Problem problem = CaseProblem(bench.manifest(c.name), c.run);
+    INFO(c.name << " " << c.run.settings << " on "
+                << FormatProblem(bench.manifest(c.name), problem));
+    const std::optional<GpuVerdict> verdict =
+        bench.Evaluate(c.name, c.run.settings, problem, deadline);
     REQUIRE(verdict.has_value());
     INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
     CHECK(verdict->status == Status::kIncorrect);
-    WARN(c.name << " " << c.settings << " S_kv=" << c.problem[4] << ": "
+    WARN(c.name << " " << c.run.settings << " S_kv=" << c.run.problem[4] << ": "
                 << ToString(verdict->status) << " (" << verdict->correctness.failure << ")");
   }
 }
@@ -511,10 +507,10 @@ TEST_CASE("broken stream-K merges of sdpa_hopper are rejected", "[gpu]") {
       "acc[i + e] += o[e];");
   // Whole rounds and a tail, and a tail alone.
   const BrokenCase cases[] = {
-      {"hopper_stream_k_drops_part", "PERSISTENT=1 STREAM_K=1", {2, 8, 8, 2048, 2048, 128, 0, 0}},
-      {"hopper_stream_k_drops_part", "PERSISTENT=1 STREAM_K=1", {2, 8, 8, 700, 700, 128, 0, 0}},
-      {"hopper_stream_k_unweighted", "PERSISTENT=1 STREAM_K=1", {2, 8, 8, 2048, 2048, 128, 0, 0}},
-      {"hopper_stream_k_unweighted", "PERSISTENT=1 STREAM_K=1", {2, 8, 8, 700, 700, 128, 0, 0}},
+      {"hopper_stream_k_drops_part", {"PERSISTENT=1 STREAM_K=1", {2, 8, 8, 2048, 2048, 128, 0, 0}}},
+      {"hopper_stream_k_drops_part", {"PERSISTENT=1 STREAM_K=1", {2, 8, 8, 700, 700, 128, 0, 0}}},
+      {"hopper_stream_k_unweighted", {"PERSISTENT=1 STREAM_K=1", {2, 8, 8, 2048, 2048, 128, 0, 0}}},
+      {"hopper_stream_k_unweighted", {"PERSISTENT=1 STREAM_K=1", {2, 8, 8, 700, 700, 128, 0, 0}}},
   };
   ExpectIncorrect(
       {dir.path() / "hopper_stream_k_drops_part", dir.path() / "hopper_stream_k_unweighted"}, cases,
@@ -538,10 +534,10 @@ TEST_CASE("broken KV_INTERLEAVE merges of sdpa_hopper are rejected", "[gpu]") {
   const char* chunked = "KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1";
   const char* decoding = "KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 SPLITS=4 TMA_STORE=0 BLOCK_N=64";
   const BrokenCase cases[] = {
-      {"hopper_interleave_no_merge", chunked, {2, 8, 2, 16, 1000, 128, 0, 0}},
-      {"hopper_interleave_no_merge", decoding, {1, 32, 8, 1, 3000, 128, 0, 1}},
-      {"hopper_interleave_unweighted", chunked, {2, 8, 2, 16, 1000, 128, 0, 0}},
-      {"hopper_interleave_unweighted", decoding, {1, 32, 8, 1, 3000, 128, 0, 1}},
+      {"hopper_interleave_no_merge", {chunked, {2, 8, 2, 16, 1000, 128, 0, 0}}},
+      {"hopper_interleave_no_merge", {decoding, {1, 32, 8, 1, 3000, 128, 0, 1}}},
+      {"hopper_interleave_unweighted", {chunked, {2, 8, 2, 16, 1000, 128, 0, 0}}},
+      {"hopper_interleave_unweighted", {decoding, {1, 32, 8, 1, 3000, 128, 0, 1}}},
   };
   ExpectIncorrect(
       {dir.path() / "hopper_interleave_no_merge", dir.path() / "hopper_interleave_unweighted"},
@@ -566,16 +562,14 @@ TEST_CASE("broken split-KV combines and a wrong KV head of sdpa_hopper are rejec
   // Each breakage where it matters: the combines with both ways of combining, the KV head
   // with and without packing.
   const BrokenCase cases[] = {
-      {"hopper_drops_split", "SPLITS=4 TMA_STORE=0", {2, 8, 4, 1, 4000, 128, 0, 0}},
+      {"hopper_drops_split", {"SPLITS=4 TMA_STORE=0", {2, 8, 4, 1, 4000, 128, 0, 0}}},
       {"hopper_drops_split",
-       "SPLITS=8 LAST_CTA_COMBINES=1 TMA_STORE=0 PACK_GQA=1",
-       {2, 8, 4, 1, 4000, 128, 0, 0}},
-      {"hopper_unweighted_combine", "SPLITS=4 TMA_STORE=0", {2, 8, 4, 1, 4000, 128, 0, 0}},
+       {"SPLITS=8 LAST_CTA_COMBINES=1 TMA_STORE=0 PACK_GQA=1", {2, 8, 4, 1, 4000, 128, 0, 0}}},
+      {"hopper_unweighted_combine", {"SPLITS=4 TMA_STORE=0", {2, 8, 4, 1, 4000, 128, 0, 0}}},
       {"hopper_unweighted_combine",
-       "SPLITS=8 LAST_CTA_COMBINES=1 TMA_STORE=0 PACK_GQA=1",
-       {2, 8, 4, 1, 4000, 128, 0, 0}},
-      {"hopper_wrong_kv_head", "", {2, 8, 4, 1, 4000, 128, 0, 0}},
-      {"hopper_wrong_kv_head", "PACK_GQA=1 SPLITS=2 TMA_STORE=0", {2, 8, 4, 1, 4000, 128, 0, 0}},
+       {"SPLITS=8 LAST_CTA_COMBINES=1 TMA_STORE=0 PACK_GQA=1", {2, 8, 4, 1, 4000, 128, 0, 0}}},
+      {"hopper_wrong_kv_head", {"", {2, 8, 4, 1, 4000, 128, 0, 0}}},
+      {"hopper_wrong_kv_head", {"PACK_GQA=1 SPLITS=2 TMA_STORE=0", {2, 8, 4, 1, 4000, 128, 0, 0}}},
   };
   ExpectIncorrect({dir.path() / "hopper_drops_split", dir.path() / "hopper_unweighted_combine",
                    dir.path() / "hopper_wrong_kv_head"},

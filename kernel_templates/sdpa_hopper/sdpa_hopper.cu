@@ -117,7 +117,7 @@ enum : int {
   kKVTileBytes = BLOCK_N * HEAD_DIM * 2,
   kOTileBytes = TMA_STORE ? kBlockM * HEAD_DIM * 2 : 0,  // 64 rows per consumer, by column block
   // KV_INTERLEAVE: consumers 1.. leave their state here for consumer 0 (evo/tile_partial.cuh).
-  kMergeRegionBytes = (HEAD_DIM / 2 + 4) * 128 * 4,
+  kMergeRegionBytes = evo::TilePartial<HEAD_DIM / 2, 128>::kFloats * 4,
   kMergeBytes = KV_INTERLEAVE ? (NUM_CONSUMERS - 1) * kMergeRegionBytes : 0,
   // Registers per thread at launch (__launch_bounds__(kThreads, 1)), and after the hand-over.
   kLaunchRegs = 65536 / kThreads / 8 * 8,
