@@ -4,13 +4,16 @@
 // combine kernel shaped like evo's (in stream order, and launched programmatically once every
 // CTA has issued its last copy), with the combine done inside clusters of CTAs over
 // distributed shared memory, and by the CTA of a KV head that arrives last (three ways of
-// publishing the partials, and the partials' loads one after another or all at once). Build from
+// publishing the partials, and the partials' loads one after another or all at once), and by a
+// designated CTA per KV head that merges the others' partials while it still streams. Build from
 // the repository root: nvcc -O3 -std=c++17 -arch=sm_90a -I kernel_templates/include
-// scripts/probes/decode_stream_ceiling.cu
+// scripts/probes/decode_stream_ceiling.cu; PROBE_ALL=1 runs every case, otherwise the 16-split
+// references and the designated combiner.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 // evo's device library (kernel_templates/include): shared-memory addresses and mbarriers.
@@ -40,13 +43,10 @@ __device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigne
 // The stream of one CTA, split `split` of KV head `head`: its keys in chunks of 64, K and V of a
 // chunk in one stage, thread 0 issuing and waiting; with pdl_at_end, the dependent grid may
 // launch once the last copy is issued. Returns a value read from every chunk (thread 0).
-__device__ float stream_split(const char* __restrict__ k, const char* __restrict__ v, int head,
-                              int split, int splits, int stages, int pdl_at_end) {
+__device__ float stream_range(const char* __restrict__ k, const char* __restrict__ v, int head,
+                              int first, int last, int stages, int pdl_at_end) {
   extern __shared__ __align__(128) char smem[];
   __shared__ __align__(8) unsigned long long bars[8];
-  const int chunks_total = kKeys / kChunkKeys;
-  const int per = (chunks_total + splits - 1) / splits;
-  const int first = split * per, last = min(chunks_total, first + per);
   float acc = 0;
   if (threadIdx.x != 0) return acc;
   for (int s = 0; s < stages; ++s) mbar_init(smem_u32(&bars[s]), 1);
@@ -71,6 +71,14 @@ __device__ float stream_split(const char* __restrict__ k, const char* __restrict
   if (pdl_at_end && last - first <= stages)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   return acc;
+}
+
+__device__ float stream_split(const char* __restrict__ k, const char* __restrict__ v, int head,
+                              int split, int splits, int stages, int pdl_at_end) {
+  const int chunks_total = kKeys / kChunkKeys;
+  const int per = (chunks_total + splits - 1) / splits;
+  const int first = split * per, last = min(chunks_total, first + per);
+  return stream_range(k, v, head, first, last, stages, pdl_at_end);
 }
 
 // One CTA per (head, split).
@@ -233,6 +241,128 @@ __global__ void stream_last_cta_kernel(const char* __restrict__ k, const char* _
       make_float4(o4.x * inv, o4.y * inv, o4.z * inv, o4.w * inv);
 }
 
+// The chunks of split `split` when split 0 of each KV head, the combiner, takes (1 + extra)
+// times a fair share so that it is likely the last to finish.
+__device__ void designated_range(int split, int splits, float extra, int* first, int* last) {
+  const int total = kKeys / kChunkKeys;
+  const int mine0 = min(total, __float2int_rn(total * (1.f + extra) / (splits + extra)));
+  if (split == 0) {
+    *first = 0;
+    *last = mine0;
+    return;
+  }
+  const int rest = total - mine0, others = splits - 1, i = split - 1;
+  const int base = rest / others, more = rest % others;
+  *first = mine0 + i * base + min(i, more);
+  *last = *first + base + (i < more ? 1 : 0);
+}
+
+// Split-KV with a designated combiner per KV head (split 0, given `extra` more keys): every
+// other split writes its partial (4 rows x 128 floats, 4 LSEs) and raises a flag with release
+// semantics; while split 0's thread 0 still streams, its warps 1 to 3 wait for those flags and
+// merge the other partials into shared memory, so that once its own stream ends only the merge
+// of two partials and the store of O remain. The combiner lowers the flags for the next call.
+// poll 0 waits with acquire loads, 2 with relaxed ones and longer sleeps, 1 merges only after
+// the combiner's own stream, and 3 merges nothing (the others still publish): what publishing
+// alone costs.
+__global__ void stream_designated_kernel(const char* __restrict__ k, const char* __restrict__ v,
+                                         float* partial, float* lse, int* flags,
+                                         float* __restrict__ result, int splits, int stages,
+                                         float extra, int poll) {
+  __shared__ float others_o[512];
+  __shared__ float others_l[4];
+  const int head = blockIdx.x / splits, split = blockIdx.x % splits;
+  const int tid = threadIdx.x;
+  int first, last;
+  designated_range(split, splits, extra, &first, &last);
+  if (split != 0) {
+    const float acc = stream_range(k, v, head, first, last, stages, 0);
+    __syncthreads();
+    float* mine = partial + (static_cast<long>(split) * kHeads + head) * 512;
+    reinterpret_cast<float4*>(mine)[tid] = make_float4(acc + tid, acc, acc, acc);
+    if (tid < 4) lse[(split * kHeads + head) * 4 + tid] = acc + split;
+    __syncthreads();
+    if (tid == 0) {
+      __threadfence();
+      asm volatile("st.release.gpu.global.s32 [%0], %1;" ::"l"(flags + head * 64 + split), "r"(1)
+                   : "memory");
+    }
+    return;
+  }
+  float acc = 0;
+  if (poll == 3) {  // no combine at all: what publishing costs
+    acc = stream_range(k, v, head, first, last, stages, 0);
+    if (tid == 0) result[head] = acc;
+    if (tid > 0 && tid < splits) flags[head * 64 + tid] = 0;
+    return;
+  }
+  if (poll == 1) {  // the combine after the stream, by all threads
+    acc = stream_range(k, v, head, first, last, stages, 0);
+    __syncthreads();
+  }
+  if (tid < 32 && poll != 1) {
+    acc = stream_range(k, v, head, first, last, stages, 0);
+  } else if (tid >= 32) {
+    // Warps 1 to 3: wait for every other split, then merge their partials.
+    const int t = tid - 32;
+    for (int s = 1 + t; s < splits; s += 96) {
+      int f;
+      do {
+        if (poll == 2)
+          asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];"
+                       : "=r"(f)
+                       : "l"(flags + head * 64 + s)
+                       : "memory");
+        else
+          asm volatile("ld.acquire.gpu.global.s32 %0, [%1];"
+                       : "=r"(f)
+                       : "l"(flags + head * 64 + s)
+                       : "memory");
+        if (!f) __nanosleep(poll == 2 ? 500 : 64);
+      } while (!f);
+    }
+    asm volatile("bar.sync 1, 96;" ::: "memory");
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    for (int q = t; q < 128; q += 96) {  // float4 q: row q / 32, columns 4 (q % 32) ..
+      const int row = q / 32;
+      float m = -1e30f;
+      for (int s = 1; s < splits; ++s) m = fmaxf(m, __ldcg(lse + (s * kHeads + head) * 4 + row));
+      float wsum = 0;
+      float4 o4 = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int s = 1; s < splits; ++s) {
+        const float w = exp2f(__ldcg(lse + (s * kHeads + head) * 4 + row) - m);
+        const float4 x = __ldcg(reinterpret_cast<const float4*>(
+                                    partial + (static_cast<long>(s) * kHeads + head) * 512) +
+                                q);
+        wsum += w;
+        o4.x = fmaf(w, x.x, o4.x);
+        o4.y = fmaf(w, x.y, o4.y);
+        o4.z = fmaf(w, x.z, o4.z);
+        o4.w = fmaf(w, x.w, o4.w);
+      }
+      reinterpret_cast<float4*>(others_o)[q] =
+          make_float4(o4.x / wsum, o4.y / wsum, o4.z / wsum, o4.w / wsum);
+      if (q % 32 == 0) others_l[row] = m + __log2f(wsum);
+    }
+    for (int s = 1 + t; s < splits; s += 96) flags[head * 64 + s] = 0;
+  }
+  __syncthreads();
+  // Own partial (acc of thread 0 stands for it) merged with the others' merge.
+  const float own = __shfl_sync(0xffffffffu, acc, 0);
+  __shared__ float own_shared;
+  if (tid == 0) own_shared = own;
+  __syncthreads();
+  const int row = tid / 32;
+  const float l_own = own_shared, l_oth = others_l[row];
+  const float m = fmaxf(l_own, l_oth);
+  const float w_own = exp2f(l_own - m), w_oth = exp2f(l_oth - m);
+  const float4 x = reinterpret_cast<const float4*>(others_o)[tid];
+  const float inv = 1.f / (w_own + w_oth);
+  reinterpret_cast<float4*>(result + head * 512)[tid] = make_float4(
+      (w_own * (own_shared + tid) + w_oth * x.x) * inv, (w_own * own + w_oth * x.y) * inv,
+      (w_own * own + w_oth * x.z) * inv, (w_own * own + w_oth * x.w) * inv);
+}
+
 // As a split-KV combine: one warp per output row (32 rows), `splits` partial rows of 128 floats.
 __global__ void combine_kernel(const float* __restrict__ partial, float* __restrict__ result,
                                int splits, int wait) {
@@ -299,21 +429,48 @@ int main() {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
+  int* flags;
+  cudaMalloc(&flags, kHeads * 64 * 4);
+  cudaMemset(flags, 0, kHeads * 64 * 4);
+  cudaFuncSetAttribute(stream_designated_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                       200 * 1024);
   struct Case {
     int splits, stages, threads, mode;
-  };  // mode 0 alone, 1 + combine, 2 + combine by PDL, 3 cluster, 4..6 last CTA (protocol 0..2)
+    float extra;
+    int poll;
+  };  // mode 0 alone, 1 + combine, 2 + combine by PDL, 3 cluster, 4..7 last CTA (protocol 0..2,
+      // loads at once), 8 a designated combiner with `extra` more keys
   std::vector<Case> cases;
-  for (int splits : {8, 16, 32, 64}) cases.push_back({splits, 4, 128, 0});
-  cases.push_back({16, 2, 128, 0});
+  const bool all = getenv("PROBE_ALL") != nullptr;
+  for (int splits : {8, 16, 32, 64})
+    if (all || splits == 16) cases.push_back({splits, 4, 128, 0, 0.f, 0});
+  cases.push_back({16, 2, 128, 0, 0.f, 0});
   for (int splits : {16, 32})
-    for (int mode : {1, 2}) cases.push_back({splits, 4, 128, mode});
-  cases.push_back({8, 4, 128, 3});
-  for (int stages : {2, 4}) cases.push_back({16, stages, 128, 3});
+    for (int mode : {1, 2})
+      if (all || splits == 16) cases.push_back({splits, 4, 128, mode, 0.f, 0});
+  if (all) {
+    cases.push_back({8, 4, 128, 3, 0.f, 0});
+    for (int stages : {2, 4}) cases.push_back({16, stages, 128, 3, 0.f, 0});
+  }
   for (int splits : {8, 16, 32})
-    for (int mode : {4, 5, 6, 7}) cases.push_back({splits, 4, 128, mode});
+    for (int mode : {4, 5, 6, 7})
+      if (all || (splits == 16 && mode == 6)) cases.push_back({splits, 4, 128, mode, 0.f, 0});
+  for (int poll : {3, 0, 1, 2})
+    for (int splits : {8, 16})
+      for (float extra : {0.f, 0.06f, 0.12f}) cases.push_back({splits, 4, 128, 8, extra, poll});
   for (const Case& c : cases) {
     const int smem = c.stages * 2 * kChunkBytes;
     auto call = [&] {
+      if (c.mode == 8) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(kHeads * c.splits);
+        cfg.blockDim = dim3(c.threads);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = st;
+        cudaLaunchKernelEx(&cfg, stream_designated_kernel, (const char*)k, (const char*)v, partial,
+                           lse, flags, result_last, c.splits, c.stages, c.extra, c.poll);
+        return;
+      }
       if (c.mode >= 4) {
         cudaLaunchConfig_t cfg = {};
         cfg.gridDim = dim3(kHeads * c.splits);
@@ -383,9 +540,12 @@ int main() {
       times.push_back(ms * 1000 / 20);
     }
     std::sort(times.begin(), times.end());
+    char designated[64];
+    snprintf(designated, sizeof designated, "designated %d, %.2f more", c.poll, c.extra);
     printf("splits %2d (%3d CTAs) stages %d %-27s %7.2f us  %.3f TB/s  %s\n", c.splits,
            kHeads * c.splits, c.stages,
-           c.mode == 0   ? "stream alone"
+           c.mode == 8   ? designated
+           : c.mode == 0 ? "stream alone"
            : c.mode == 1 ? "+ combine, stream order"
            : c.mode == 2 ? "+ combine, PDL at end"
            : c.mode == 3 ? "cluster combine"
