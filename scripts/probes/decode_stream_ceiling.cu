@@ -461,33 +461,24 @@ int main() {
   for (const Case& c : cases) {
     const int smem = c.stages * 2 * kChunkBytes;
     auto call = [&] {
+      // Every mode's first kernel: one CTA per KV head and split.
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(kHeads * c.splits);
+      cfg.blockDim = dim3(c.threads);
+      cfg.dynamicSmemBytes = smem;
+      cfg.stream = st;
       if (c.mode == 8) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(kHeads * c.splits);
-        cfg.blockDim = dim3(c.threads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = st;
         cudaLaunchKernelEx(&cfg, stream_designated_kernel, (const char*)k, (const char*)v, partial,
                            lse, flags, result_last, c.splits, c.stages, c.extra, c.poll);
         return;
       }
       if (c.mode >= 4) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(kHeads * c.splits);
-        cfg.blockDim = dim3(c.threads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = st;
         cudaLaunchKernelEx(&cfg, stream_last_cta_kernel, (const char*)k, (const char*)v, partial,
                            lse, counters, result_last, c.splits, c.stages,
                            c.mode == 7 ? 1 : c.mode - 4, (int)(c.mode == 7));
         return;
       }
       if (c.mode == 3) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(kHeads * c.splits);
-        cfg.blockDim = dim3(c.threads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = st;
         cudaLaunchAttribute attr[1];
         attr[0].id = cudaLaunchAttributeClusterDimension;
         attr[0].val.clusterDim.x = c.splits;
@@ -499,11 +490,6 @@ int main() {
                            c.splits, c.stages);
         return;
       }
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(kHeads * c.splits);
-      cfg.blockDim = dim3(c.threads);
-      cfg.dynamicSmemBytes = smem;
-      cfg.stream = st;
       cudaLaunchKernelEx(&cfg, stream_kernel, (const char*)k, (const char*)v, out, c.splits,
                          c.stages, (int)(c.mode == 2));
       if (c.mode == 0) return;
