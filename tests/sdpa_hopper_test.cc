@@ -447,6 +447,16 @@ TEST_CASE("sdpa_hopper passes the gates with stream-K tails", "[gpu]") {
   WARN("sdpa_hopper stream-K: " << measured << " of " << std::size(kStreamKCases) << " measured");
 }
 
+// A copy of sdpa_hopper named `name` in `folder` whose merge of two partial states
+// (evo/tile_partial.cuh, shared by stream-K and KV_INTERLEAVE) adds the other state's
+// accumulators without rescaling them to the common maximum.
+void WriteUnweightedMergeVariant(const std::filesystem::path& folder, const std::string& name) {
+  test::WriteTemplateVariantWithBrokenHeader(
+      folder, "sdpa_hopper", name, "tile_partial.cuh",
+      "acc[i + e] = fmaf(acc[i + e], mine_weight[h], o[e] * other_weight[h]);",
+      "acc[i + e] += o[e];");
+}
+
 // A broken copy of sdpa_hopper (its folder name) and a case it must fail.
 struct BrokenCase {
   const char* name;
@@ -501,10 +511,8 @@ TEST_CASE("broken stream-K merges of sdpa_hopper are rejected", "[gpu]") {
                              "other < piece.first_cta + piece.parts; ++other",
                              "other < piece.first_cta + piece.parts - 1; ++other");
   // The merge adds another CTA's accumulators without rescaling them to the common maximum.
-  test::WriteTemplateVariantWithBrokenHeader(
-      dir.path() / "hopper_stream_k_unweighted", "sdpa_hopper", "hopper_stream_k_unweighted",
-      "tile_partial.cuh", "acc[i + e] = fmaf(acc[i + e], mine_weight[h], o[e] * other_weight[h]);",
-      "acc[i + e] += o[e];");
+  WriteUnweightedMergeVariant(dir.path() / "hopper_stream_k_unweighted",
+                              "hopper_stream_k_unweighted");
   // Whole rounds and a tail, and a tail alone.
   const BrokenCase cases[] = {
       {"hopper_stream_k_drops_part", {"PERSISTENT=1 STREAM_K=1", {2, 8, 8, 2048, 2048, 128, 0, 0}}},
@@ -524,12 +532,9 @@ TEST_CASE("broken KV_INTERLEAVE merges of sdpa_hopper are rejected", "[gpu]") {
                              "hopper_interleave_no_merge",
                              "for (int other = 1; other < NUM_CONSUMERS; ++other) {",
                              "for (int other = 1; other < 1; ++other) {");
-  // The merge (evo/tile_partial.cuh, shared with stream-K) adds the other consumer's
-  // accumulators without rescaling them to the common maximum.
-  test::WriteTemplateVariantWithBrokenHeader(
-      dir.path() / "hopper_interleave_unweighted", "sdpa_hopper", "hopper_interleave_unweighted",
-      "tile_partial.cuh", "acc[i + e] = fmaf(acc[i + e], mine_weight[h], o[e] * other_weight[h]);",
-      "acc[i + e] += o[e];");
+  // The merge adds the other consumer's accumulators without rescaling them.
+  WriteUnweightedMergeVariant(dir.path() / "hopper_interleave_unweighted",
+                              "hopper_interleave_unweighted");
   // Chunked prefill with packed heads, and decoding with splits.
   const char* chunked = "KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1";
   const char* decoding = "KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 SPLITS=4 TMA_STORE=0 BLOCK_N=64";

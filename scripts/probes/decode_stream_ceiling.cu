@@ -348,19 +348,19 @@ __global__ void stream_designated_kernel(const char* __restrict__ k, const char*
   }
   __syncthreads();
   // Own partial (acc of thread 0 stands for it) merged with the others' merge.
-  const float own = __shfl_sync(0xffffffffu, acc, 0);
   __shared__ float own_shared;
-  if (tid == 0) own_shared = own;
+  if (tid == 0) own_shared = acc;
   __syncthreads();
+  const float own = own_shared;
   const int row = tid / 32;
-  const float l_own = own_shared, l_oth = others_l[row];
+  const float l_own = own, l_oth = others_l[row];
   const float m = fmaxf(l_own, l_oth);
   const float w_own = exp2f(l_own - m), w_oth = exp2f(l_oth - m);
   const float4 x = reinterpret_cast<const float4*>(others_o)[tid];
   const float inv = 1.f / (w_own + w_oth);
-  reinterpret_cast<float4*>(result + head * 512)[tid] = make_float4(
-      (w_own * (own_shared + tid) + w_oth * x.x) * inv, (w_own * own + w_oth * x.y) * inv,
-      (w_own * own + w_oth * x.z) * inv, (w_own * own + w_oth * x.w) * inv);
+  reinterpret_cast<float4*>(result + head * 512)[tid] =
+      make_float4((w_own * (own + tid) + w_oth * x.x) * inv, (w_own * own + w_oth * x.y) * inv,
+                  (w_own * own + w_oth * x.z) * inv, (w_own * own + w_oth * x.w) * inv);
 }
 
 // As a split-KV combine: one warp per output row (32 rows), `splits` partial rows of 128 floats.
