@@ -24,6 +24,14 @@ worse than any that does; and the misses), and the fraction of the best speed re
 candidate counts as evo's budget counts it: compile errors, resource rejects and wrong results
 are candidates with no speed. A configuration's time is its recorded first median.
 
+A median over 20 seeds moves by 10 candidates and more from one block of seeds to the next, so
+each median comes with a 95 % bootstrap interval (2000 resamples of the seeds, drawn from a
+fixed stream), and the engine alone ("evo") is set against every other method: the chance that
+one of its seeds needs fewer candidates than one of the other's (all pairs of seeds, ties
+counted half, a miss worse than any hit), and a 95 % bootstrap interval of the other's median
+minus evo's (a miss counted as cap + 1 there). An interval that holds 0 does not tell the two
+apart on these seeds.
+
 The cap (--cap) is the candidates each search may spend: by default a quarter of the space, at
 least 200 (or the whole space when smaller), so that "no seed missing within 25 % of the space"
 reads straight off the misses.
@@ -233,6 +241,39 @@ def p90(values):
     return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
 
 
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def percentile_interval(values):
+    """The 2.5th and 97.5th percentiles (nearest rank) of the bootstrap's values."""
+    ordered = sorted(values)
+    lo = ordered[max(0, math.ceil(0.025 * len(ordered)) - 1)]
+    hi = ordered[max(0, math.ceil(0.975 * len(ordered)) - 1)]
+    return lo, hi
+
+
+def median_interval(needed, stream):
+    """A 95 % bootstrap interval of the median of the seeds' candidates needed (inf: a miss)."""
+    n = len(needed)
+    return percentile_interval(
+        statistics.median(stream.choice(needed) for _ in range(n)) for _ in range(BOOTSTRAP_RESAMPLES))
+
+
+def compare(needed, other, cap, stream):
+    """evo's seeds (`needed`) against another method's: the chance that a seed of evo needs fewer
+    candidates than a seed of the other (ties half; a miss, inf, is worse than any hit and ties
+    with a miss), and a 95 % bootstrap interval of the other's median minus evo's, with a miss
+    counted as cap + 1."""
+    wins = sum(1.0 if a < b else 0.5 if a == b else 0.0 for a in needed for b in other)
+    capped = [min(v, cap + 1) for v in needed]
+    other_capped = [min(v, cap + 1) for v in other]
+    differences = (statistics.median(stream.choice(other_capped) for _ in other_capped) -
+                   statistics.median(stream.choice(capped) for _ in capped)
+                   for _ in range(BOOTSTRAP_RESAMPLES))
+    return {"p_fewer": wins / (len(needed) * len(other)),
+            "difference_interval": list(percentile_interval(differences))}
+
+
 def summarize(landscape, traces, cap, within):
     target = landscape.best * (1 + within)
     hits = [hit_index(trace, target) for trace in traces]
@@ -244,6 +285,8 @@ def summarize(landscape, traces, cap, within):
         "misses": sum(1 for h in hits if h is None),
         "hits": hits,
         "after": {},
+        "median_interval": median_interval(needed, random.Random(f"{landscape.path} {within}")),
+        "needed": needed,
     }
     for n in CHECKPOINTS:
         if n <= cap or cap >= landscape.size:
@@ -259,6 +302,19 @@ def format_count(value, cap):
     return f"{value:g}"
 
 
+def comparisons(summaries, cap, within, path):
+    """evo against every other method (see compare), when evo ran."""
+    if "evo" not in summaries:
+        return {}
+    return {m: compare(summaries["evo"]["needed"], s["needed"], cap,
+                       random.Random(f"{path} {within} evo {m}"))
+            for m, s in summaries.items() if m != "evo"}
+
+
+def format_interval(interval, cap):
+    return f"[{format_count(interval[0], cap)}, {format_count(interval[1], cap)}]"
+
+
 def print_table(landscape, summaries, cap, within, seeds, elapsed):
     header = landscape.header
     problem = ",".join(f"{k}={v}" for k, v in sorted(header["problem"].items()))
@@ -268,8 +324,8 @@ def print_table(landscape, summaries, cap, within, seeds, elapsed):
           f"{landscape.within(within)} within {within * 100:g} % of it")
     print(f"  {seeds} seeds, cap {cap} candidates ({cap / landscape.size * 100:.1f} % of the space); "
           f"10 % of the space is {landscape.size / 10:g}, 25 % is {landscape.size / 4:g}")
-    columns = ["method", f"to {within * 100:g}%: median", "p90", "misses", "median % space",
-               "random / median"] + [f"@{n}" for n in CHECKPOINTS] + ["seconds"]
+    columns = ["method", f"to {within * 100:g}%: median", "95 % interval", "p90", "misses",
+               "median % space", "random / median"] + [f"@{n}" for n in CHECKPOINTS] + ["seconds"]
     rows = []
     random_median = summaries.get("random", {}).get("median")
     for method, s in summaries.items():
@@ -278,7 +334,8 @@ def print_table(landscape, summaries, cap, within, seeds, elapsed):
             ratio = f"{random_median / s['median']:.2f}"
         share = "" if s["median"] == math.inf else f"{s['median'] / landscape.size * 100:.2f}"
         after = ["n/a" if s["after"][n] is None else f"{s['after'][n]:.4f}" for n in CHECKPOINTS]
-        rows.append([method, format_count(s["median"], cap), format_count(s["p90"], cap),
+        rows.append([method, format_count(s["median"], cap),
+                     format_interval(s["median_interval"], cap), format_count(s["p90"], cap),
                      f"{s['misses']}/{s['seeds']}", share, ratio] + after + [f"{elapsed[method]:.0f}"])
     widths = [max(len(str(r[i])) for r in rows + [columns]) for i in range(len(columns))]
     line = "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(columns, widths)))
@@ -286,6 +343,11 @@ def print_table(landscape, summaries, cap, within, seeds, elapsed):
     for r in rows:
         print("  " + "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
                                for i, (c, w) in enumerate(zip(r, widths))))
+    for method, c in comparisons(summaries, cap, within, landscape.path).items():
+        lo, hi = c["difference_interval"]
+        print(f"  evo against {method}: a seed of evo needs fewer candidates than one of {method} "
+              f"with chance {c['p_fewer']:.2f}; {method}'s median minus evo's, 95 % interval "
+              f"[{lo:g}, {hi:g}]")
     print()
 
 
@@ -358,10 +420,14 @@ def main():
             "measured": landscape.measured, "best_us": landscape.best,
             "within": args.within, "near_best": landscape.within(args.within), "cap": cap,
             "seeds": seeds,
-            "methods": {m: {**s, "median": None if s["median"] == math.inf else s["median"],
+            "methods": {m: {**{k: v for k, v in s.items() if k != "needed"},
+                            "median": None if s["median"] == math.inf else s["median"],
                             "p90": None if s["p90"] == math.inf else s["p90"],
+                            "median_interval": [None if v == math.inf else v
+                                                for v in s["median_interval"]],
                             "after": {str(n): v for n, v in s["after"].items()}}
                         for m, s in summaries.items()},
+            "evo_against": comparisons(summaries, cap, args.within, landscape.path),
         })
     if args.json:
         with open(args.json, "w") as f:

@@ -90,7 +90,35 @@ TEST_CASE("the search benchmark on a cut of the recording: every method, figures
       CHECK(fraction <= 1);
     }
     CHECK(figures["after"]["200"].is_null());  // past the cap
+    // The median's bootstrap interval holds it (null: a miss, past the cap).
+    const nlohmann::json& interval = figures["median_interval"];
+    REQUIRE(interval.size() == 2);
+    if (!figures["median"].is_null()) {
+      REQUIRE(!interval[0].is_null());
+      CHECK(interval[0].get<double>() <= figures["median"].get<double>());
+      if (!interval[1].is_null())
+        CHECK(interval[1].get<double>() >= figures["median"].get<double>());
+    } else {
+      CHECK(interval[1].is_null());
+    }
   }
+  // evo against every other method: a chance and an interval of the difference of medians.
+  const nlohmann::json& against = recording["evo_against"];
+  CHECK(against.size() == recording["methods"].size() - 1);
+  for (const auto& [method, figures] : against.items()) {
+    INFO(method);
+    CHECK(recording["methods"].contains(method));
+    const double p = figures["p_fewer"].get<double>();
+    CHECK(p >= 0);
+    CHECK(p <= 1);
+    const nlohmann::json& difference = figures["difference_interval"];
+    REQUIRE(difference.size() == 2);
+    CHECK(difference[0].get<double>() <= difference[1].get<double>());
+    CHECK(std::abs(difference[0].get<double>()) <= 41);  // a miss counts as cap + 1
+  }
+  CHECK(result.out.find("95 % interval") != std::string::npos);
+  CHECK(result.out.find("evo against random: a seed of evo needs fewer candidates") !=
+        std::string::npos);
 
   // evo's figures are those of the run it made: the same search replayed here gives the same
   // first candidate within 2 % of the best.
