@@ -274,10 +274,15 @@ def compare(needed, other, cap, stream):
             "difference_interval": list(percentile_interval(differences))}
 
 
+def needed_of(hits):
+    """Candidates needed per seed, a miss (None) as inf: worse than any hit."""
+    return [h if h is not None else math.inf for h in hits]
+
+
 def summarize(landscape, traces, cap, within):
     target = landscape.best * (1 + within)
     hits = [hit_index(trace, target) for trace in traces]
-    needed = [h if h is not None else math.inf for h in hits]
+    needed = needed_of(hits)
     summary = {
         "seeds": len(traces),
         "median": statistics.median(needed),
@@ -286,7 +291,6 @@ def summarize(landscape, traces, cap, within):
         "hits": hits,
         "after": {},
         "median_interval": median_interval(needed, random.Random(f"{landscape.path} {within}")),
-        "needed": needed,
     }
     for n in CHECKPOINTS:
         if n <= cap or cap >= landscape.size:
@@ -306,7 +310,7 @@ def comparisons(summaries, cap, within, path):
     """evo against every other method (see compare), when evo ran."""
     if "evo" not in summaries:
         return {}
-    return {m: compare(summaries["evo"]["needed"], s["needed"], cap,
+    return {m: compare(needed_of(summaries["evo"]["hits"]), needed_of(s["hits"]), cap,
                        random.Random(f"{path} {within} evo {m}"))
             for m, s in summaries.items() if m != "evo"}
 
@@ -315,7 +319,7 @@ def format_interval(interval, cap):
     return f"[{format_count(interval[0], cap)}, {format_count(interval[1], cap)}]"
 
 
-def print_table(landscape, summaries, cap, within, seeds, elapsed):
+def print_table(landscape, summaries, against, cap, within, seeds, elapsed):
     header = landscape.header
     problem = ",".join(f"{k}={v}" for k, v in sorted(header["problem"].items()))
     print(f"recording {landscape.path}")
@@ -343,7 +347,7 @@ def print_table(landscape, summaries, cap, within, seeds, elapsed):
     for r in rows:
         print("  " + "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
                                for i, (c, w) in enumerate(zip(r, widths))))
-    for method, c in comparisons(summaries, cap, within, landscape.path).items():
+    for method, c in against.items():
         lo, hi = c["difference_interval"]
         print(f"  evo against {method}: a seed of evo needs fewer candidates than one of {method} "
               f"with chance {c['p_fewer']:.2f}; {method}'s median minus evo's, 95 % interval "
@@ -412,7 +416,8 @@ def main():
         for method in methods:
             by_seed = traces[landscape.path][method]
             summaries[method] = summarize(landscape, [by_seed[s] for s in seeds], cap, args.within)
-        print_table(landscape, summaries, cap, args.within, len(seeds),
+        against = comparisons(summaries, cap, args.within, landscape.path)
+        print_table(landscape, summaries, against, cap, args.within, len(seeds),
                     {m: elapsed[(landscape.path, m)] for m in methods})
         report.append({
             "recording": landscape.path, "template": landscape.header["template"],
@@ -420,14 +425,13 @@ def main():
             "measured": landscape.measured, "best_us": landscape.best,
             "within": args.within, "near_best": landscape.within(args.within), "cap": cap,
             "seeds": seeds,
-            "methods": {m: {**{k: v for k, v in s.items() if k != "needed"},
-                            "median": None if s["median"] == math.inf else s["median"],
+            "methods": {m: {**s, "median": None if s["median"] == math.inf else s["median"],
                             "p90": None if s["p90"] == math.inf else s["p90"],
                             "median_interval": [None if v == math.inf else v
                                                 for v in s["median_interval"]],
                             "after": {str(n): v for n, v in s["after"].items()}}
                         for m, s in summaries.items()},
-            "evo_against": comparisons(summaries, cap, args.within, landscape.path),
+            "evo_against": against,
         })
     if args.json:
         with open(args.json, "w") as f:
