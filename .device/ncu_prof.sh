@@ -26,3 +26,11 @@ bench() {
   $E bench --template sdpa_hopper --shape $shape $(bench_options "$@") < /dev/null > $OUT/bench.txt 2>&1
   echo "$label: $(grep -E '^verdict|^timing|sm clock' $OUT/bench.txt | sed 's/  */ /g' | tr '\n' ';')"
 }
+# gate LABEL SHAPE PROBLEM-ARGS KNOB=VALUE...: `evo bench` of those knobs with the problem options
+# given (e.g. "--causal --problem H_kv=2"), printed as one line: compile status, spills, verdict,
+# correctness, timing and SM clock.
+gate() {
+  local label=$1 shape=$2 prob=$3; shift 3
+  local args=""; for s in "$@"; do args="$args --set $s"; done
+  echo "$label $shape $prob: $($E bench --template sdpa_hopper --shape $shape $prob $args 2>&1 | grep -E "^verdict|^timing|^correctness|^status|error|sm clock|^spills" | cut -c1-150 | tr '\n' ';')"
+}

@@ -235,10 +235,14 @@ def fraction_after(trace, best, n):
     return best / min(times) if times else 0.0
 
 
+def nearest_rank(ordered, fraction):
+    """The value at `fraction` of the sorted values, by nearest rank."""
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
 def p90(values):
     """Nearest rank: the value that 90 % of the seeds reach or beat."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+    return nearest_rank(sorted(values), 0.9)
 
 
 BOOTSTRAP_RESAMPLES = 2000
@@ -247,16 +251,18 @@ BOOTSTRAP_RESAMPLES = 2000
 def percentile_interval(values):
     """The 2.5th and 97.5th percentiles (nearest rank) of the bootstrap's values."""
     ordered = sorted(values)
-    lo = ordered[max(0, math.ceil(0.025 * len(ordered)) - 1)]
-    hi = ordered[max(0, math.ceil(0.975 * len(ordered)) - 1)]
-    return lo, hi
+    return nearest_rank(ordered, 0.025), nearest_rank(ordered, 0.975)
+
+
+def resampled_median(values, stream):
+    """The median of one bootstrap resample of the seeds' values."""
+    return statistics.median(stream.choice(values) for _ in values)
 
 
 def median_interval(needed, stream):
     """A 95 % bootstrap interval of the median of the seeds' candidates needed (inf: a miss)."""
-    n = len(needed)
     return percentile_interval(
-        statistics.median(stream.choice(needed) for _ in range(n)) for _ in range(BOOTSTRAP_RESAMPLES))
+        resampled_median(needed, stream) for _ in range(BOOTSTRAP_RESAMPLES))
 
 
 def compare(needed, other, cap, stream):
@@ -267,8 +273,7 @@ def compare(needed, other, cap, stream):
     wins = sum(1.0 if a < b else 0.5 if a == b else 0.0 for a in needed for b in other)
     capped = [min(v, cap + 1) for v in needed]
     other_capped = [min(v, cap + 1) for v in other]
-    differences = (statistics.median(stream.choice(other_capped) for _ in other_capped) -
-                   statistics.median(stream.choice(capped) for _ in capped)
+    differences = (resampled_median(other_capped, stream) - resampled_median(capped, stream)
                    for _ in range(BOOTSTRAP_RESAMPLES))
     return {"p_fewer": wins / (len(needed) * len(other)),
             "difference_interval": list(percentile_interval(differences))}

@@ -5,20 +5,15 @@
 set -u
 source .device/ncu_prof.sh
 source .device/trace_tile.sh
-one() {  # LABEL SHAPE PROBLEM-ARGS -- KNOBS...
-  local label=$1 shape=$2 prob=$3; shift 3
-  local args=""; for s in "$@"; do args="$args --set $s"; done
-  echo "$label $shape $prob: $($E bench --template sdpa_hopper --shape $shape $prob $args 2>&1 | grep -E "^verdict|^timing|^correctness|^status|error|sm clock|^spills" | cut -c1-150 | tr '\n' ';')"
-}
 if [ "${PART:-12}" != 2 ]; then
 for fe in 2 1; do
-one "gate FE$fe elite" 4,16,4096,128 "" $(with_knobs "BLOCK_N=160 FAST_EXP=$fe")
-one "gate FE$fe causal pack" 2,8,300,900,128 "--problem H_kv=2 --causal" $(with_knobs "FAST_EXP=$fe PACK_GQA=1 STREAM_K=0")
-one "gate FE$fe odd D64 causal" 3,5,1500,129,64 "--causal" $(with_knobs "FAST_EXP=$fe NUM_CONSUMERS=3 STAGES=4 TMA_STORE=0")
-one "gate FE$fe D256" 1,4,1000,5000,256 "" $(with_knobs "FAST_EXP=$fe BLOCK_N=64 PINGPONG=0 STREAM_K=0 TMA_STORE=0")
-one "gate FE$fe splits" 2,32,3,5000,128 "--problem H_kv=8" NUM_CONSUMERS=1 BLOCK_N=64 STAGES=4 INTRA_OVERLAP=1 TMA_STORE=0 SPLITS=4 PACK_GQA=1 FAST_EXP=$fe PINGPONG=0
-one "gate FE$fe interleave" 8,32,16,8192,128 "--problem H_kv=8" NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 INTRA_OVERLAP=0 KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 FAST_EXP=$fe
-one "gate FE$fe no overlap" 2,8,2048,128 "" $(with_knobs "FAST_EXP=$fe INTRA_OVERLAP=0 RESCALE_UNDER_QK=0")
+gate "gate FE$fe elite" 4,16,4096,128 "" $(with_knobs "BLOCK_N=160 FAST_EXP=$fe")
+gate "gate FE$fe causal pack" 2,8,300,900,128 "--problem H_kv=2 --causal" $(with_knobs "FAST_EXP=$fe PACK_GQA=1 STREAM_K=0")
+gate "gate FE$fe odd D64 causal" 3,5,1500,129,64 "--causal" $(with_knobs "FAST_EXP=$fe NUM_CONSUMERS=3 STAGES=4 TMA_STORE=0")
+gate "gate FE$fe D256" 1,4,1000,5000,256 "" $(with_knobs "FAST_EXP=$fe BLOCK_N=64 PINGPONG=0 STREAM_K=0 TMA_STORE=0")
+gate "gate FE$fe splits" 2,32,3,5000,128 "--problem H_kv=8" NUM_CONSUMERS=1 BLOCK_N=64 STAGES=4 INTRA_OVERLAP=1 TMA_STORE=0 SPLITS=4 PACK_GQA=1 FAST_EXP=$fe PINGPONG=0
+gate "gate FE$fe interleave" 8,32,16,8192,128 "--problem H_kv=8" NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 INTRA_OVERLAP=0 KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 FAST_EXP=$fe
+gate "gate FE$fe no overlap" 2,8,2048,128 "" $(with_knobs "FAST_EXP=$fe INTRA_OVERLAP=0 RESCALE_UNDER_QK=0")
 done
 fi
 [ "${PART:-12}" = 1 ] && exit 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # FAST_EXP=2 with P packed into registers of its own and copied into the MMA's operand after the
-# wait for P V: ncu against FAST_EXP=1, interleaved, then two gates.
+# wait for P V: ncu against FAST_EXP=1, interleaved (its gates: fe2.sh with PART=1 on the same
+# build).
 set -u
 source .device/ncu_prof.sh
 source .device/trace_tile.sh

@@ -5,19 +5,14 @@
 set -u
 source .device/ncu_prof.sh
 source .device/trace_tile.sh
-one() {  # LABEL SHAPE PROBLEM-ARGS -- KNOBS...
-  local label=$1 shape=$2 prob=$3; shift 3
-  local args=""; for s in "$@"; do args="$args --set $s"; done
-  echo "$label $shape $prob: $($E bench --template sdpa_hopper --shape $shape $prob $args 2>&1 | grep -E "^verdict|^timing|^correctness|^status|error|sm clock|^spills" | cut -c1-150 | tr '\n' ';')"
-}
 if [ "${PART:-12}" != 2 ]; then
-one "gate TS2 BN176 SK1" 4,16,4096,128 "" $(with_knobs "BLOCK_N=176 TMA_STORE=2")
-one "gate TS2 odd bf16 causal" 3,5,1500,1300,128 "--causal --problem BF16=1" $(with_knobs "BLOCK_N=176 TMA_STORE=2")
-one "gate TS2 causal pack" 2,8,300,900,128 "--problem H_kv=2 --causal" $(with_knobs "TMA_STORE=2 PACK_GQA=1 STREAM_K=0")
-one "gate TS2 D256" 1,4,1000,5000,256 "" $(with_knobs "TMA_STORE=2 BLOCK_N=64 STREAM_K=0 RESCALE_UNDER_QK=0")
-one "gate TS2 D256 SK odd" 2,3,777,1234,256 "--causal" $(with_knobs "TMA_STORE=2 BLOCK_N=64 RESCALE_UNDER_QK=0")
-one "gate TS2 interleave" 8,32,16,8192,128 "--problem H_kv=8" NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 INTRA_OVERLAP=0 KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 TMA_STORE=2
-one "gate TS2 1c" 2,8,2048,128 "" $(with_knobs "TMA_STORE=2 NUM_CONSUMERS=1 PINGPONG=0 STREAM_K=0 RESCALE_UNDER_QK=0 PERSISTENT=0 STAGES=3")
+gate "gate TS2 BN176 SK1" 4,16,4096,128 "" $(with_knobs "BLOCK_N=176 TMA_STORE=2")
+gate "gate TS2 odd bf16 causal" 3,5,1500,1300,128 "--causal --problem BF16=1" $(with_knobs "BLOCK_N=176 TMA_STORE=2")
+gate "gate TS2 causal pack" 2,8,300,900,128 "--problem H_kv=2 --causal" $(with_knobs "TMA_STORE=2 PACK_GQA=1 STREAM_K=0")
+gate "gate TS2 D256" 1,4,1000,5000,256 "" $(with_knobs "TMA_STORE=2 BLOCK_N=64 STREAM_K=0 RESCALE_UNDER_QK=0")
+gate "gate TS2 D256 SK odd" 2,3,777,1234,256 "--causal" $(with_knobs "TMA_STORE=2 BLOCK_N=64 RESCALE_UNDER_QK=0")
+gate "gate TS2 interleave" 8,32,16,8192,128 "--problem H_kv=8" NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 INTRA_OVERLAP=0 KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 TMA_STORE=2
+gate "gate TS2 1c" 2,8,2048,128 "" $(with_knobs "TMA_STORE=2 NUM_CONSUMERS=1 PINGPONG=0 STREAM_K=0 RESCALE_UNDER_QK=0 PERSISTENT=0 STAGES=3")
 fi
 S=4,16,4096,128
 if [ "${PART:-12}" != 2 ]; then
