@@ -1,6 +1,7 @@
 #include "engine/evolution.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -74,6 +75,37 @@ const CandidateRecord* FastestTimed(const std::vector<CandidateRecord>& history)
 }
 
 }  // namespace
+
+// How many of the slots [first, first + count) after generation 0 go to each share. Slot by
+// slot, the share furthest behind its part of the slots so far takes the next (ties in the
+// order below, the model last), so that any generation size keeps the mix: per generation, 4
+// slots would round 1.5 neighbours and 0.5 marginal and random picks each to one, and 2 slots
+// would round them past the generation. Where each share of 16 is whole, every 16 slots from
+// the first hold exactly those counts, as a generation of 16 did.
+GenerationShares SharesOfSlots(const EvolutionOptions& options, int64_t first, int count) {
+  const std::array<double, 3> part = {options.neighbour_share, options.marginal_share,
+                                      options.random_share};
+  std::array<int64_t, 4> taken = {0, 0, 0, 0};  // neighbours, marginals, random, the model
+  GenerationShares shares;
+  for (int64_t slot = 0; slot < first + count; ++slot) {
+    size_t role = 3;
+    double behind = 1.0 - part[0] - part[1] - part[2];
+    behind = behind * static_cast<double>(slot + 1) - static_cast<double>(taken[3]);
+    for (size_t i = 0; i < part.size(); ++i) {
+      const double owed = part[i] * static_cast<double>(slot + 1) - static_cast<double>(taken[i]);
+      if (owed > behind || (owed == behind && i < role)) {
+        role = i;
+        behind = owed;
+      }
+    }
+    ++taken[role];
+    if (slot < first) continue;
+    if (role == 0) ++shares.neighbours;
+    if (role == 1) ++shares.marginals;
+    if (role == 2) ++shares.random;
+  }
+  return shares;
+}
 
 Evolution::Evolution(const SearchSpace& space, uint64_t seed, EvolutionOptions options)
     : space_(space), seed_(seed), options_(options), features_(space) {}
@@ -178,12 +210,13 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
                  ranked.parent2});
   };
 
-  const int random_count =
-      static_cast<int>(std::lround(options_.random_share * static_cast<double>(count)));
-  const int neighbour_count =
-      static_cast<int>(std::floor(options_.neighbour_share * static_cast<double>(count)));
-  const int marginal_count =
-      static_cast<int>(std::lround(options_.marginal_share * static_cast<double>(count)));
+  int64_t first_generation = 0;
+  for (const CandidateRecord& record : history) first_generation += record.generation == 0;
+  const GenerationShares shares = SharesOfSlots(
+      options_, static_cast<int64_t>(history.size()) - first_generation, count);
+  const int random_count = shares.random;
+  const int neighbour_count = shares.neighbours;
+  const int marginal_count = shares.marginals;
 
   // One-knob neighbours, best-ranked first: of the incumbent until they are all measured, then
   // of the next best measured candidate, and so on. Fast kernels sit at the edge of what the

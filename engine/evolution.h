@@ -38,6 +38,15 @@ struct EvolutionOptions {
   int pool_parents = 8;      // the best timed candidates whose neighbours and crosses it holds
 };
 
+// What a generation after the first gives each share of EvolutionOptions; the model takes the
+// rest (and the neighbours' slots it cannot fill).
+struct GenerationShares {
+  int neighbours = 0;
+  int marginals = 0;
+  int random = 0;
+};
+GenerationShares SharesOfSlots(const EvolutionOptions& options, int64_t first, int count);
+
 // The search's proposals. Generation 0 is the template's defaults, its manifest's starting
 // points, then random valid configurations, first_generation_size in all (or as many as there
 // are hints, when more). Every later generation is chosen by a cost model

@@ -272,6 +272,31 @@ TEST_CASE("each generation's shares: neighbours, marginals, the model's best, ra
   }
 }
 
+TEST_CASE("smaller generations keep the mix of a generation of 16", "[engine]") {
+  for (const int size : {1, 2, 4, 8}) {
+    CAPTURE(size);
+    Simulation simulation(5);
+    simulation.Step(16);  // generation 0: 8
+    for (int block = 0; block < 3; ++block) {
+      std::map<std::string, int> operators;
+      for (int generation = 0; generation < 16 / size; ++generation) {
+        for (const Proposal& proposal : simulation.Step(size)) {
+          const std::string& name = proposal.operator_name;
+          ++operators[name.substr(0, name.find(' '))];
+        }
+      }
+      // Any 16 in a row: 6 neighbours at most, 2 marginals, 2 random, the model the rest. Counted
+      // within each generation, generations of 4 took 4 random of 16 and 1 or 2 took none.
+      CHECK(operators["neighbour"] <= 6);
+      CHECK(operators["marginal"] == 2);
+      CHECK(operators["random"] == 2);
+      CHECK(operators["neighbour"] + operators["marginal"] + operators["random"] +
+                operators["model"] ==
+            16);
+    }
+  }
+}
+
 TEST_CASE("the incumbent's one-knob neighbourhood is scanned completely, best-ranked first",
           "[engine]") {
   Simulation simulation(31);
