@@ -212,8 +212,8 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
 
   int64_t first_generation = 0;
   for (const CandidateRecord& record : history) first_generation += record.generation == 0;
-  const GenerationShares shares = SharesOfSlots(
-      options_, static_cast<int64_t>(history.size()) - first_generation, count);
+  const GenerationShares shares =
+      SharesOfSlots(options_, static_cast<int64_t>(history.size()) - first_generation, count);
   const int random_count = shares.random;
   const int neighbour_count = shares.neighbours;
   const int marginal_count = shares.marginals;
