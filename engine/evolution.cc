@@ -77,26 +77,24 @@ const CandidateRecord* FastestTimed(const std::vector<CandidateRecord>& history)
 }  // namespace
 
 // How many of the slots [first, first + count) after generation 0 go to each share. Slot by
-// slot, the share furthest behind its part of the slots so far takes the next (ties in the
-// order below, the model last), so that any generation size keeps the mix: per generation, 4
-// slots would round 1.5 neighbours and 0.5 marginal and random picks each to one, and 2 slots
-// would round them past the generation. Where each share of 16 is whole, every 16 slots from
-// the first hold exactly those counts, as a generation of 16 did.
+// slot, the share furthest behind its part of the slots so far takes the next (ties to the
+// neighbours, then the marginals, the random picks, the model last), so that any generation size
+// keeps the mix: per generation, 4 slots would round 1.5 neighbours and 0.5 marginal and random
+// picks each to one, and 2 slots would round them past the generation. Where each share of 16 is
+// whole, every 16 slots from the first hold exactly those counts, as a generation of 16 did.
 GenerationShares SharesOfSlots(const EvolutionOptions& options, int64_t first, int count) {
-  const std::array<double, 3> part = {options.neighbour_share, options.marginal_share,
-                                      options.random_share};
-  std::array<int64_t, 4> taken = {0, 0, 0, 0};  // neighbours, marginals, random, the model
+  const std::array<double, 4> part = {
+      options.neighbour_share, options.marginal_share, options.random_share,
+      1.0 - options.neighbour_share - options.marginal_share - options.random_share};
+  std::array<int64_t, 4> taken = {0, 0, 0, 0};
   GenerationShares shares;
   for (int64_t slot = 0; slot < first + count; ++slot) {
-    size_t role = 3;
-    double behind = 1.0 - part[0] - part[1] - part[2];
-    behind = behind * static_cast<double>(slot + 1) - static_cast<double>(taken[3]);
-    for (size_t i = 0; i < part.size(); ++i) {
-      const double owed = part[i] * static_cast<double>(slot + 1) - static_cast<double>(taken[i]);
-      if (owed > behind || (owed == behind && i < role)) {
-        role = i;
-        behind = owed;
-      }
+    const auto owed = [&](size_t role) {
+      return part[role] * static_cast<double>(slot + 1) - static_cast<double>(taken[role]);
+    };
+    size_t role = 0;
+    for (size_t i = 1; i < part.size(); ++i) {
+      if (owed(i) > owed(role)) role = i;
     }
     ++taken[role];
     if (slot < first) continue;
@@ -212,11 +210,8 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
 
   int64_t first_generation = 0;
   for (const CandidateRecord& record : history) first_generation += record.generation == 0;
-  const GenerationShares shares =
+  const auto [neighbour_count, marginal_count, random_count] =
       SharesOfSlots(options_, static_cast<int64_t>(history.size()) - first_generation, count);
-  const int random_count = shares.random;
-  const int neighbour_count = shares.neighbours;
-  const int marginal_count = shares.marginals;
 
   // One-knob neighbours, best-ranked first: of the incumbent until they are all measured, then
   // of the next best measured candidate, and so on. Fast kernels sit at the edge of what the
