@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "engine/evolution.h"
+#include "evaluator/clocked_replay.h"
 #include "evaluator/cuda_driver.h"
 
 namespace evo::cli {
@@ -40,6 +41,11 @@ void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_rep
     app.add_option("--replay-delay-ms", options.replay_delay_ms,
                    "time a replayed evaluation takes (to give replays a GPU's pace)")
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--replay-clock", options.replay_clock,
+                   "with --replay: simulate the wall time the search would take on one GPU from "
+                   "the recorded compile and GPU times (--jobs compile threads, default 16, as "
+                   "on the H100 host) and write, per configuration, when its measurement would "
+                   "end into this file (JSON lines)");
   }
 }
 
@@ -82,6 +88,9 @@ void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of
                  "alternately in order and reversed (an even number cancels a steady drift)")
       ->capture_default_str()
       ->check(CLI::Range(3, 100));
+  app.add_flag("--no-compile-ahead", settings.no_compile_ahead,
+               "compile only the generation being measured, not also the likely next one on the "
+               "compile threads it leaves idle (the search decides the same either way)");
 }
 
 RunSpec NewRunSpec(const Manifest& manifest, const Problem& problem,
@@ -108,6 +117,7 @@ RunSpec NewRunSpec(const Manifest& manifest, const Problem& problem,
 SearchOptions StoppingOptions(const SearchSettings& settings) {
   SearchOptions options;
   options.slow_factor = settings.slow_factor;
+  options.compile_ahead = !settings.no_compile_ahead;
   options.retime.rounds = settings.no_retime ? 0 : settings.retime_rounds;
   options.retime.announce = [](const std::string& line) { std::cerr << "evo: " << line << "\n"; };
   if (!settings.time_limit.empty()) {
@@ -132,6 +142,9 @@ std::vector<int> ReplayGpus(const std::string& gpus) {
 }
 
 void CheckGpus(const EvaluatorOptions& options, bool replay) {
+  if (!replay && !options.replay_clock.empty()) {
+    throw Error("--replay-clock simulates a replay: add --replay");
+  }
   if (replay) {
     ReplayGpus(options.gpus);
   } else {
@@ -150,7 +163,14 @@ std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
                                           std::chrono::milliseconds(options.replay_delay_ms),
                                           kernel_template.source_hash, ReplayGpus(options.gpus));
     setup->replay = replay.get();
-    setup->evaluator = std::move(replay);
+    if (options.replay_clock.empty()) {
+      setup->evaluator = std::move(replay);
+    } else {
+      constexpr int kRecordingHostCores = 16;
+      setup->evaluator = std::make_unique<ClockedReplay>(
+          std::move(replay), options.jobs > 0 ? options.jobs : kRecordingHostCores,
+          options.replay_clock);
+    }
     setup->arch = ArchByName(setup->evaluator->identity().arch);
     return setup;
   }

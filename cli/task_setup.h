@@ -30,6 +30,7 @@ struct EvaluatorOptions {
   int64_t deadline_ms = 0;  // 0: from the reference kernel's time on the task
   std::string replay;
   int64_t replay_delay_ms = 0;
+  std::string replay_clock;  // where a replay writes its simulated wall time, if anywhere
 };
 
 // Whether a command measures on several GPUs at once (`evo run`, `evo tune`: --gpus, default
@@ -37,7 +38,7 @@ struct EvaluatorOptions {
 enum class GpuChoice { kOne, kSeveral };
 
 // --gpus or --gpu, --cache-dir, --no-cache, --jobs, --allow-spills, --flush-l2, --deadline-ms
-// and, with `with_replay`, --replay and --replay-delay-ms.
+// and, with `with_replay`, --replay, --replay-delay-ms and --replay-clock.
 void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_replay,
                          GpuChoice gpus);
 
@@ -64,10 +65,11 @@ struct SearchSettings {
   double slow_factor = 3.0;
   bool no_retime = false;
   int retime_rounds = RetimeOptions{}.rounds;
+  bool no_compile_ahead = false;
 };
 
 // --elite, --budget, --seed, --generation-size, --patience, --time-limit, --slow-factor,
-// --no-retime and --retime-rounds; the help speaks of each run of a set where
+// --no-retime, --retime-rounds and --no-compile-ahead; the help speaks of each run of a set where
 // `each_run_of_a_set`. `budget_help` differs most.
 void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of_a_set,
                        const std::string& budget_help);
@@ -78,8 +80,9 @@ RunSpec NewRunSpec(const Manifest& manifest, const Problem& problem,
                    const EvaluatorIdentity& identity, const SearchSettings& settings,
                    bool seed_given);
 
-// The engine's stopping figures from the settings (--slow-factor, --time-limit) and the elite's
-// re-timing (--no-retime, --retime-rounds), which tells what it is about to do on stderr.
+// The engine's stopping figures from the settings (--slow-factor, --time-limit), its compiles
+// ahead (--no-compile-ahead) and the elite's re-timing (--no-retime, --retime-rounds), which
+// tells what it is about to do on stderr.
 SearchOptions StoppingOptions(const SearchSettings& settings);
 
 // An evaluator with everything it borrows.

@@ -406,4 +406,31 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
   return proposals;
 }
 
+std::vector<Genome> Evolution::Speculate(int generation, int count,
+                                         const std::vector<CandidateRecord>& history,
+                                         const std::vector<CandidateRecord>& elite) {
+  // A generation's neighbours come first, and a neighbour of the incumbent is the likeliest new
+  // best: only the first few pending candidates get a plan of their own.
+  constexpr int kCentres = 4;
+  std::vector<Genome> guesses;
+  // Before anything is timed the next generation is random draws: nothing to guess.
+  if (FastestTimed(history) == nullptr) return guesses;
+  std::set<Genome> guessed;
+  const auto add = [&](const std::vector<Proposal>& proposals) {
+    for (const Proposal& proposal : proposals) {
+      if (guessed.insert(proposal.genome).second) guesses.push_back(proposal.genome);
+    }
+  };
+  add(Propose(generation, count, history, elite));
+  int centres = 0;
+  for (const CandidateRecord& record : history) {
+    if (record.state != CandidateState::kPending) continue;
+    if (centres++ == kCentres) break;
+    std::vector<CandidateRecord> as_best = {record};
+    as_best.insert(as_best.end(), elite.begin(), elite.end());
+    add(Propose(generation, count, history, as_best));
+  }
+  return guesses;
+}
+
 }  // namespace evo

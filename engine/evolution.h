@@ -72,6 +72,14 @@ class Evolution {
                                 const std::vector<CandidateRecord>& history,
                                 const std::vector<CandidateRecord>& elite);
 
+  // Configurations worth compiling while the pending candidates of `history` (the generation
+  // just proposed) are measured, likeliest first: generation `generation` as Propose would make
+  // it should none of them beat the incumbent, then as it would make it were one of them (the
+  // first few, in their order) the new best. Only a guess, which changes nothing Propose does.
+  std::vector<Genome> Speculate(int generation, int count,
+                                const std::vector<CandidateRecord>& history,
+                                const std::vector<CandidateRecord>& elite);
+
  private:
   const std::vector<double>& Features(const Genome& genome);
   // Every valid configuration, when the space is small enough to rank whole.

@@ -167,6 +167,13 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     std::vector<Genome> upcoming;
     for (const CandidateRecord& c : pending) upcoming.push_back(c.proposal.genome);
     evaluator_.Prefetch(upcoming);
+    const int64_t next_count =
+        std::min<int64_t>(spec.generation_size,
+                          spec.budget - evaluated - static_cast<int64_t>(pending.size()));
+    if (options_.compile_ahead && next_count > 0) {
+      evaluator_.Speculate(evolution.Speculate(generation + 1, static_cast<int>(next_count),
+                                               candidates, store_.EliteByScore(run_id_)));
+    }
     int64_t done = evaluated;
     std::optional<StopReason> stopped;
     LaneHooks hooks;

@@ -21,6 +21,11 @@ struct SearchOptions {
   // is `slow` and spends no re-measurement.
   double slow_factor = 3.0;
   EvolutionOptions evolution;
+  // While a generation is measured, compile what the next one will likely hold (its proposals
+  // should nothing improve, or should one of the first candidates become the best) on the
+  // compile threads the generation leaves idle, so that the next generation's first
+  // measurements need not wait for NVRTC. A guess changes no decision, only when a compile ends.
+  bool compile_ahead = true;
   // The elite's side-by-side re-timing once the search stops for any reason but an interrupt
   // (engine/retime); rounds = 0 turns it off. The time limit bounds the search, not the
   // re-timing after it (its length is known: members x rounds timings); `stop` ends it.

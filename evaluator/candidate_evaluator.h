@@ -45,6 +45,11 @@ class CandidateEvaluator {
   // Configurations that will be evaluated soon, in order: work on them may start now (their
   // compiles run on the CPU cores while the GPUs measure). Not called while lanes are driven.
   virtual void Prefetch(const std::vector<Genome>& genomes) = 0;
+  // Configurations that may be evaluated later (the search's guess at its next generation):
+  // compiled only by threads that nothing Prefetch asked for keeps busy, and forgotten by the
+  // next Prefetch unless started by then, so a wrong guess costs idle CPU time and no GPU time.
+  // Changes no outcome. Not called while lanes are driven.
+  virtual void Speculate(const std::vector<Genome>& genomes) = 0;
   // Whether Evaluate of this configuration would start measuring at once, rather than wait for
   // its compile: a free lane takes such a configuration first.
   virtual bool ReadyToMeasure(const Genome& genome) const = 0;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <fstream>
+#include <set>
 
 #include "common/error.h"
 #include "evaluator/nvrtc_compiler.h"
@@ -176,10 +177,13 @@ void GpuPipeline::CompileLoop() {
     std::pair<Genome, std::promise<CompileOutcome>> job;
     {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      work_ready_.wait(lock, [this] {
+        return stopping_ || !queue_.empty() || !speculative_queue_.empty();
+      });
       if (stopping_) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      auto& from = queue_.empty() ? speculative_queue_ : queue_;
+      job = std::move(from.front());
+      from.pop_front();
     }
     try {
       job.second.set_value(RunCompileGate(kernel_template_, job.first, problem_, arch_, compiler_,
@@ -193,7 +197,17 @@ void GpuPipeline::CompileLoop() {
 std::shared_future<CompileOutcome> GpuPipeline::Enqueue(const Genome& genome) {
   std::lock_guard lock(mutex_);
   auto found = compiles_.find(genome);
-  if (found != compiles_.end()) return found->second;
+  if (found != compiles_.end()) {
+    // Asked for now: a speculated compile not started yet moves ahead of the guesses.
+    speculated_.erase(genome);
+    const auto queued = std::find_if(speculative_queue_.begin(), speculative_queue_.end(),
+                                     [&](const auto& job) { return job.first == genome; });
+    if (queued != speculative_queue_.end()) {
+      queue_.push_back(std::move(*queued));
+      speculative_queue_.erase(queued);
+    }
+    return found->second;
+  }
   std::promise<CompileOutcome> promise;
   std::shared_future<CompileOutcome> future = promise.get_future().share();
   compiles_.emplace(genome, future);
@@ -210,10 +224,44 @@ CompileOutcome GpuPipeline::TakeCompiled(const Genome& genome) {
 }
 
 void GpuPipeline::Prefetch(const std::vector<Genome>& genomes) {
+  {
+    // The guesses of the last Speculate that no thread started are dropped, and those compiled
+    // a few Prefetch calls ago and never asked for are forgotten. One asked for again now is
+    // kept (dropped from the queue, it is queued again below).
+    constexpr uint64_t kSpeculationsKept = 4;
+    const std::set<Genome> asked(genomes.begin(), genomes.end());
+    std::lock_guard lock(mutex_);
+    ++prefetches_;
+    for (const auto& job : speculative_queue_) {
+      compiles_.erase(job.first);
+      speculated_.erase(job.first);
+    }
+    speculative_queue_.clear();
+    for (auto it = speculated_.begin(); it != speculated_.end();) {
+      if (asked.count(it->first) == 0 && it->second + kSpeculationsKept < prefetches_) {
+        compiles_.erase(it->first);
+        it = speculated_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
   for (const Genome& genome : genomes) {
     // A kept cubin needs no compile (Remeasure takes it); one not taken would stay queued.
     if (KeptCubin(genome).empty()) Enqueue(genome);
   }
+}
+
+void GpuPipeline::Speculate(const std::vector<Genome>& genomes) {
+  std::lock_guard lock(mutex_);
+  for (const Genome& genome : genomes) {
+    if (compiles_.count(genome) > 0) continue;
+    std::promise<CompileOutcome> promise;
+    compiles_.emplace(genome, promise.get_future().share());
+    speculative_queue_.emplace_back(genome, std::move(promise));
+    speculated_.emplace(genome, prefetches_);
+  }
+  work_ready_.notify_all();
 }
 
 bool GpuPipeline::ReadyToMeasure(const Genome& genome) const {

@@ -62,6 +62,7 @@ class GpuPipeline final : public CandidateEvaluator {
   const EvaluatorIdentity& identity() const override { return identity_; }
   const std::vector<GpuIdentity>& lanes() const override { return gpus_; }
   void Prefetch(const std::vector<Genome>& genomes) override;
+  void Speculate(const std::vector<Genome>& genomes) override;
   bool ReadyToMeasure(const Genome& genome) const override;
   CandidateOutcome Evaluate(int lane, const Genome& genome) override;
   GpuVerdict Remeasure(int lane, const Genome& genome) override;
@@ -101,8 +102,14 @@ class GpuPipeline final : public CandidateEvaluator {
   mutable std::mutex mutex_;
   std::condition_variable work_ready_;
   bool stopping_ = false;
+  // Compiles asked for by Prefetch or a lane, then Speculate's, each taken in order.
   std::deque<std::pair<Genome, std::promise<CompileOutcome>>> queue_;
+  std::deque<std::pair<Genome, std::promise<CompileOutcome>>> speculative_queue_;
   std::map<Genome, std::shared_future<CompileOutcome>> compiles_;
+  // Speculated compiles no lane has taken yet, with the Prefetch count when they were asked for:
+  // forgotten a few Prefetch calls later, so wrong guesses do not pile up their cubins.
+  std::map<Genome, uint64_t> speculated_;
+  uint64_t prefetches_ = 0;
   std::vector<std::thread> threads_;
 };
 

@@ -83,6 +83,7 @@ class ReplayEvaluator final : public CandidateEvaluator {
   const EvaluatorIdentity& identity() const override { return identity_; }
   const std::vector<GpuIdentity>& lanes() const override { return lanes_; }
   void Prefetch(const std::vector<Genome>&) override {}
+  void Speculate(const std::vector<Genome>&) override {}
   bool ReadyToMeasure(const Genome&) const override { return true; }
   // Throws evo::Error when the recording holds no such configuration.
   CandidateOutcome Evaluate(int lane, const Genome& genome) override;
@@ -96,6 +97,8 @@ class ReplayEvaluator final : public CandidateEvaluator {
   }
 
   size_t size() const { return recording_.candidates.size(); }
+  // What the recording holds of a configuration; throws evo::Error when it holds nothing.
+  const RecordedCandidate& Find(const Genome& genome) const;
 
   // The space the recording measured: `manifest` with each knob's domain cut to the values the
   // recording holds (a knob the recording predates keeps its default alone, a knob the sweep
@@ -104,8 +107,6 @@ class ReplayEvaluator final : public CandidateEvaluator {
   Manifest RecordedSpace(const Manifest& manifest) const;
 
  private:
-  const RecordedCandidate& Find(const Genome& genome) const;
-
   Recording recording_;
   std::vector<std::string> unrecorded_knobs_;  // knobs the recording predates
   EvaluatorIdentity identity_;

@@ -49,6 +49,7 @@ import json
 import math
 import os
 import random
+import shlex
 import shutil
 import sqlite3
 import statistics
@@ -137,15 +138,29 @@ def run_and_read(command, db, queries):
                 os.remove(db + suffix)
 
 
-def run_evo(landscape, evo, seed, cap, starting_points, workdir):
-    db = os.path.join(workdir, f"evo-{'sp' if starting_points else 'nosp'}-{seed}.db")
+def run_evo(landscape, evo, seed, cap, starting_points, workdir, evo_args, clock):
+    """evo's trace of times, and with `clock` the simulated seconds at which each candidate's
+    measurement ended (else None)."""
+    name = f"evo-{'sp' if starting_points else 'nosp'}-{seed}-{os.getpid()}"
+    db = os.path.join(workdir, name + ".db")
     command = [evo, "run", "--replay", landscape.path, "--budget", str(cap), "--seed", str(seed),
-               "--db", db, "--new"] + task_arguments(landscape.header)
+               "--db", db, "--new"] + task_arguments(landscape.header) + evo_args
     if not starting_points:
         command.append("--no-starting-points")
+    clock_log = os.path.join(workdir, name + ".clock") if clock else None
+    if clock_log:
+        command += ["--replay-clock", clock_log]
     (rows,) = run_and_read(
         command, db, ["SELECT genome, status FROM candidates WHERE state = 'finished' ORDER BY id"])
+    ended = {}
+    if clock_log:
+        with open(clock_log) as f:
+            for line in f:
+                entry = json.loads(line)
+                ended[key_of(entry["genome"], landscape.knobs)] = entry["seconds"]
+        os.remove(clock_log)
     trace = []
+    seconds = []
     for genome_text, status in rows:
         if status == "invalid":  # not a candidate by evo's budget
             continue
@@ -154,7 +169,8 @@ def run_evo(landscape, evo, seed, cap, starting_points, workdir):
         if key not in landscape.configs:
             raise RuntimeError(f"evo proposed {genome}, which {landscape.path} does not hold")
         trace.append(landscape.configs[key])
-    return trace[:cap]
+        seconds.append(ended.get(key))
+    return trace[:cap], (seconds[:cap] if clock else None)
 
 
 def run_random(landscape, seed, cap):
@@ -207,20 +223,20 @@ _landscapes = {}  # per worker process: a recording is read once
 
 
 def run_one(task):
-    method, path, seed, cap, evo, workdir, within, multivariate = task
+    method, path, seed, cap, evo, workdir, within, multivariate, evo_args, clock = task
     if path not in _landscapes:
         _landscapes[path] = Landscape(path)
     landscape = _landscapes[path]
     started = time.monotonic()
-    if method == "evo":
-        trace = run_evo(landscape, evo, seed, cap, False, workdir)
-    elif method == "evo+sp":
-        trace = run_evo(landscape, evo, seed, cap, True, workdir)
+    seconds = None
+    if method in ("evo", "evo+sp"):
+        trace, seconds = run_evo(landscape, evo, seed, cap, method == "evo+sp", workdir, evo_args,
+                                 clock)
     elif method == "random":
         trace = run_random(landscape, seed, cap)
     else:
         trace = run_tpe(landscape, seed, cap, landscape.best * (1 + within), multivariate)
-    return method, path, seed, trace, time.monotonic() - started
+    return method, path, seed, trace, seconds, time.monotonic() - started
 
 
 def hit_index(trace, target):
@@ -284,7 +300,7 @@ def needed_of(hits):
     return [h if h is not None else math.inf for h in hits]
 
 
-def summarize(landscape, traces, cap, within):
+def summarize(landscape, traces, cap, within, clocks=None):
     target = landscape.best * (1 + within)
     hits = [hit_index(trace, target) for trace in traces]
     needed = needed_of(hits)
@@ -297,6 +313,13 @@ def summarize(landscape, traces, cap, within):
         "after": {},
         "median_interval": median_interval(needed, random.Random(f"{landscape.path} {within}")),
     }
+    if clocks is not None:
+        # The simulated wall time at which the hit's measurement ended (inf: a miss).
+        seconds = [clock[h - 1] if h is not None and clock[h - 1] is not None else math.inf
+                   for h, clock in zip(hits, clocks)]
+        summary["seconds_to_hit"] = seconds
+        summary["seconds_median"] = statistics.median(seconds)
+        summary["seconds_p90"] = p90(seconds)
     for n in CHECKPOINTS:
         if n <= cap or cap >= landscape.size:
             summary["after"][n] = statistics.median(fraction_after(t, landscape.best, n) for t in traces)
@@ -320,6 +343,12 @@ def comparisons(summaries, cap, within, path):
             for m, s in summaries.items() if m != "evo"}
 
 
+def format_seconds(value):
+    if value is None:
+        return ""
+    return ">cap" if value == math.inf else f"{value:.1f}"
+
+
 def format_interval(interval, cap):
     return f"[{format_count(interval[0], cap)}, {format_count(interval[1], cap)}]"
 
@@ -335,6 +364,9 @@ def print_table(landscape, summaries, against, cap, within, seeds, elapsed):
           f"10 % of the space is {landscape.size / 10:g}, 25 % is {landscape.size / 4:g}")
     columns = ["method", f"to {within * 100:g}%: median", "95 % interval", "p90", "misses",
                "median % space", "random / median"] + [f"@{n}" for n in CHECKPOINTS] + ["seconds"]
+    clocked = any("seconds_median" in s for s in summaries.values())
+    if clocked:
+        columns += [f"sim. s to {within * 100:g}%", "p90 s"]
     rows = []
     random_median = summaries.get("random", {}).get("median")
     for method, s in summaries.items():
@@ -343,9 +375,12 @@ def print_table(landscape, summaries, against, cap, within, seeds, elapsed):
             ratio = f"{random_median / s['median']:.2f}"
         share = "" if s["median"] == math.inf else f"{s['median'] / landscape.size * 100:.2f}"
         after = ["n/a" if s["after"][n] is None else f"{s['after'][n]:.4f}" for n in CHECKPOINTS]
-        rows.append([method, format_count(s["median"], cap),
-                     format_interval(s["median_interval"], cap), format_count(s["p90"], cap),
-                     f"{s['misses']}/{s['seeds']}", share, ratio] + after + [f"{elapsed[method]:.0f}"])
+        row = [method, format_count(s["median"], cap),
+               format_interval(s["median_interval"], cap), format_count(s["p90"], cap),
+               f"{s['misses']}/{s['seeds']}", share, ratio] + after + [f"{elapsed[method]:.0f}"]
+        if clocked:
+            row += [format_seconds(s.get("seconds_median")), format_seconds(s.get("seconds_p90"))]
+        rows.append(row)
     widths = [max(len(str(r[i])) for r in rows + [columns]) for i in range(len(columns))]
     line = "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(columns, widths)))
     print("  " + line)
@@ -377,6 +412,13 @@ def main():
     parser.add_argument("--tpe-univariate", action="store_true",
                         help="TPE's default, one density per knob, instead of the multivariate TPE")
     parser.add_argument("--json", metavar="FILE", help="also write every figure and hit as JSON")
+    parser.add_argument("--evo-args", default="", metavar="ARGS",
+                        help="more options for evo's runs, e.g. \"--generation-size 4\"")
+    parser.add_argument("--clock", action="store_true",
+                        help="evo's runs also simulate their wall time on one GPU from the "
+                             "recorded compile and GPU times (`evo run --replay-clock`, 16 "
+                             "compile threads): the seconds to get within --within, per method "
+                             "of evo")
     args = parser.parse_args()
 
     methods = list(dict.fromkeys(args.methods))
@@ -402,14 +444,19 @@ def main():
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     workdir = tempfile.mkdtemp(prefix="evo-search-bench-", dir=base)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    tasks = [(m, l.path, s, caps[l.path], evo, workdir, args.within, not args.tpe_univariate)
+    evo_args = shlex.split(args.evo_args)
+    tasks = [(m, l.path, s, caps[l.path], evo, workdir, args.within, not args.tpe_univariate,
+              evo_args, args.clock)
              for l in landscapes for m in methods for s in seeds]
     traces = {}
+    clocks = {}
     elapsed = {}
     try:
         with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for method, path, seed, trace, seconds in pool.map(run_one, tasks):
+            for method, path, seed, trace, clock, seconds in pool.map(run_one, tasks):
                 traces.setdefault(path, {}).setdefault(method, {})[seed] = trace
+                if clock is not None:
+                    clocks.setdefault(path, {}).setdefault(method, {})[seed] = clock
                 elapsed[(path, method)] = elapsed.get((path, method), 0) + seconds
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -420,7 +467,9 @@ def main():
         summaries = {}
         for method in methods:
             by_seed = traces[landscape.path][method]
-            summaries[method] = summarize(landscape, [by_seed[s] for s in seeds], cap, args.within)
+            clocked = clocks.get(landscape.path, {}).get(method)
+            summaries[method] = summarize(landscape, [by_seed[s] for s in seeds], cap, args.within,
+                                          [clocked[s] for s in seeds] if clocked else None)
         against = comparisons(summaries, cap, args.within, landscape.path)
         print_table(landscape, summaries, against, cap, args.within, len(seeds),
                     {m: elapsed[(landscape.path, m)] for m in methods})
@@ -434,7 +483,13 @@ def main():
                             "p90": None if s["p90"] == math.inf else s["p90"],
                             "median_interval": [None if v == math.inf else v
                                                 for v in s["median_interval"]],
-                            "after": {str(n): v for n, v in s["after"].items()}}
+                            "after": {str(n): v for n, v in s["after"].items()},
+                            **({"seconds_to_hit": [None if v == math.inf else v
+                                                   for v in s["seconds_to_hit"]],
+                                "seconds_median": None if s["seconds_median"] == math.inf
+                                else s["seconds_median"],
+                                "seconds_p90": None if s["seconds_p90"] == math.inf
+                                else s["seconds_p90"]} if "seconds_to_hit" in s else {})}
                         for m, s in summaries.items()},
             "evo_against": against,
         })

@@ -25,6 +25,7 @@ class ScriptedLanes final : public CandidateEvaluator {
   const EvaluatorIdentity& identity() const override { return identity_; }
   const std::vector<GpuIdentity>& lanes() const override { return lanes_; }
   void Prefetch(const std::vector<Genome>&) override {}
+  void Speculate(const std::vector<Genome>&) override {}
   bool ReadyToMeasure(const Genome&) const override { return true; }
   CandidateOutcome Evaluate(int lane, const Genome& genome) override {
     {
