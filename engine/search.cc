@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <set>
 
@@ -170,9 +171,15 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     const int64_t next_count =
         std::min<int64_t>(spec.generation_size,
                           spec.budget - evaluated - static_cast<int64_t>(pending.size()));
+    // Planned beside the measurements: a guess must not hold back the GPU's first candidate,
+    // which its compile may have ready already. Evolution is used by this thread alone until
+    // the guesses are joined, before the next generation is proposed.
+    std::future<void> guesses;
     if (options_.compile_ahead && next_count > 0) {
-      evaluator_.Speculate(evolution.Speculate(generation + 1, static_cast<int>(next_count),
-                                               candidates, store_.EliteByScore(run_id_)));
+      guesses = std::async(std::launch::async, [&, elite = store_.EliteByScore(run_id_)] {
+        evaluator_.Speculate(evolution.Speculate(generation + 1, static_cast<int>(next_count),
+                                                 candidates, elite));
+      });
     }
     int64_t done = evaluated;
     std::optional<StopReason> stopped;
@@ -240,6 +247,7 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
       }
     };
     lanes.Run(upcoming, hooks);
+    if (guesses.valid()) guesses.get();
     if (stopped) return finish(*stopped);
   }
 }

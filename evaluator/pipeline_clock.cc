@@ -12,12 +12,13 @@ PipelineClock::PipelineClock(int compile_jobs) {
   thread_compiles_.resize(static_cast<size_t>(compile_jobs));
 }
 
-void PipelineClock::Schedule(const Genome& genome, double seconds, bool speculative) {
+void PipelineClock::Schedule(const Genome& genome, double seconds, bool speculative,
+                             double earliest) {
   // The thread that is free first takes it (the lowest-numbered of equals).
   const size_t thread = static_cast<size_t>(
       std::min_element(thread_free_.begin(), thread_free_.end()) - thread_free_.begin());
   Compile compile;
-  compile.start = std::max(gpu_free_, thread_free_[thread]);
+  compile.start = std::max(earliest, thread_free_[thread]);
   compile.end = compile.start + seconds;
   compile.thread = static_cast<int>(thread);
   compile.speculative = speculative;
@@ -27,6 +28,7 @@ void PipelineClock::Schedule(const Genome& genome, double seconds, bool speculat
 }
 
 void PipelineClock::Prefetch(const Compiles& compiles) {
+  planned_at_ = gpu_free_;
   // Speculated compiles that no thread has started by now are dropped; each thread's compiles
   // start in order, so those are at the end of its list.
   for (size_t thread = 0; thread < thread_compiles_.size(); ++thread) {
@@ -40,13 +42,13 @@ void PipelineClock::Prefetch(const Compiles& compiles) {
     thread_free_[thread] = list.empty() ? 0.0 : compiles_.at(list.back()).end;
   }
   for (const auto& [genome, seconds] : compiles) {
-    if (compiles_.count(genome) == 0) Schedule(genome, seconds, false);
+    if (compiles_.count(genome) == 0) Schedule(genome, seconds, false, planned_at_);
   }
 }
 
 void PipelineClock::Speculate(const Compiles& compiles) {
   for (const auto& [genome, seconds] : compiles) {
-    if (compiles_.count(genome) == 0) Schedule(genome, seconds, true);
+    if (compiles_.count(genome) == 0) Schedule(genome, seconds, true, planned_at_);
   }
 }
 
@@ -56,7 +58,7 @@ bool PipelineClock::Ready(const Genome& genome) const {
 }
 
 double PipelineClock::Measure(const Genome& genome, double compile_seconds, double gpu_seconds) {
-  if (compiles_.count(genome) == 0) Schedule(genome, compile_seconds, false);
+  if (compiles_.count(genome) == 0) Schedule(genome, compile_seconds, false, gpu_free_);
   const Compile& compile = compiles_.at(genome);
   if (compile.speculative) ++speculated_and_measured_;
   gpu_free_ = std::max(gpu_free_, compile.end) + gpu_seconds;

@@ -14,8 +14,9 @@ namespace evo {
 // `compile_jobs` compile threads take what Prefetch asks for, in order, before what Speculate
 // asks for; a Prefetch drops the speculated compiles not started by then; the GPU measures one
 // configuration at a time, each once its compile has ended. A search plans its next generation
-// when the GPU has finished the last one (Prefetch and Speculate happen at that moment), and its
-// planning takes no time here. Times are in seconds from the start of the search.
+// when the GPU has finished the last one (Prefetch happens at that moment, and Speculate, which
+// the search plans beside the measurements, counts from it too), and its planning takes no time
+// here. Times are in seconds from the start of the search.
 class PipelineClock {
  public:
   explicit PipelineClock(int compile_jobs);
@@ -43,13 +44,15 @@ class PipelineClock {
     int thread = 0;
     bool speculative = false;
   };
-  void Schedule(const Genome& genome, double seconds, bool speculative);
+  // Compiled from `earliest` on, by the thread free first.
+  void Schedule(const Genome& genome, double seconds, bool speculative, double earliest);
 
   std::vector<double> thread_free_;
   // Each thread's compiles in the order they start.
   std::vector<std::vector<Genome>> thread_compiles_;
   std::map<Genome, Compile> compiles_;
   double gpu_free_ = 0;
+  double planned_at_ = 0;  // the last Prefetch
   int64_t speculated_and_measured_ = 0;
 };
 
