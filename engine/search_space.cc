@@ -55,11 +55,19 @@ bool SearchSpace::IsValid(const Genome& genome) const {
 }
 
 std::optional<Genome> SearchSpace::Sample(Random& random) const {
-  Listed();
+  const ValidConfigurations* listed = Listed();
   Genome genome;
   for (int draw = 0; draw < kSampleDraws; ++draw) {
     for (const KnobSpec& knob : manifest_->knobs) genome[knob.name] = random.Pick(knob.values);
     if (IsValid(genome)) return genome;
+  }
+  // Repairing the last draw would scan every listed configuration for the nearest (sdpa_hopper:
+  // tens of thousands, for a third of the draws of a generation's pool, most of its planning
+  // time), and would favour configurations next to invalid ones.
+  if (listed != nullptr) {
+    if (listed->size() == 0) return std::nullopt;
+    return listed->GenomeAt(*manifest_,
+                            static_cast<size_t>(random.Below(static_cast<int64_t>(listed->size()))));
   }
   return Repair(genome, random);
 }

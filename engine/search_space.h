@@ -40,7 +40,9 @@ class SearchSpace {
   bool IsValid(const Genome& genome) const;
 
   // A valid configuration drawn at random: each knob uniformly from its domain, redrawn while
-  // invalid (a bounded number of times, then repaired). nullopt only when nothing is valid.
+  // invalid, a bounded number of times; then, in a listed space, one of the listed valid
+  // configurations uniformly (as the redraws would have found), else the last draw repaired.
+  // nullopt only when nothing is valid.
   std::optional<Genome> Sample(Random& random) const;
 
   // The valid configuration nearest to `genome`: fewest knobs changed, then the fewest steps
