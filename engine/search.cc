@@ -168,17 +168,16 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     std::vector<Genome> upcoming;
     for (const CandidateRecord& c : pending) upcoming.push_back(c.proposal.genome);
     evaluator_.Prefetch(upcoming);
-    const int64_t next_count =
-        std::min<int64_t>(spec.generation_size,
-                          spec.budget - evaluated - static_cast<int64_t>(pending.size()));
+    const int64_t next_count = std::min<int64_t>(
+        spec.generation_size, spec.budget - evaluated - static_cast<int64_t>(pending.size()));
     // Planned beside the measurements: a guess must not hold back the GPU's first candidate,
     // which its compile may have ready already. Evolution is used by this thread alone until
     // the guesses are joined, before the next generation is proposed.
     std::future<void> guesses;
     if (options_.compile_ahead && next_count > 0) {
       guesses = std::async(std::launch::async, [&, elite = store_.EliteByScore(run_id_)] {
-        evaluator_.Speculate(evolution.Speculate(generation + 1, static_cast<int>(next_count),
-                                                 candidates, elite));
+        evaluator_.Speculate(
+            evolution.Speculate(generation + 1, static_cast<int>(next_count), candidates, elite));
       });
     }
     int64_t done = evaluated;

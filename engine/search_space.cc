@@ -66,8 +66,8 @@ std::optional<Genome> SearchSpace::Sample(Random& random) const {
   // time), and would favour configurations next to invalid ones.
   if (listed != nullptr) {
     if (listed->size() == 0) return std::nullopt;
-    return listed->GenomeAt(*manifest_,
-                            static_cast<size_t>(random.Below(static_cast<int64_t>(listed->size()))));
+    return listed->GenomeAt(
+        *manifest_, static_cast<size_t>(random.Below(static_cast<int64_t>(listed->size()))));
   }
   return Repair(genome, random);
 }

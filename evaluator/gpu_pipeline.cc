@@ -177,9 +177,8 @@ void GpuPipeline::CompileLoop() {
     std::pair<Genome, std::promise<CompileOutcome>> job;
     {
       std::unique_lock lock(mutex_);
-      work_ready_.wait(lock, [this] {
-        return stopping_ || !queue_.empty() || !speculative_queue_.empty();
-      });
+      work_ready_.wait(
+          lock, [this] { return stopping_ || !queue_.empty() || !speculative_queue_.empty(); });
       if (stopping_) return;
       auto& from = queue_.empty() ? speculative_queue_ : queue_;
       job = std::move(from.front());

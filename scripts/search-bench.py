@@ -32,6 +32,11 @@ counted half, a miss worse than any hit), and a 95 % bootstrap interval of the o
 minus evo's (a miss counted as cap + 1 there). An interval that holds 0 does not tell the two
 apart on these seeds.
 
+With --clock, evo's runs also simulate their wall time (`evo run --replay-clock`: the recorded
+compile and GPU times through the GPU pipeline's model, 16 compile threads, one GPU, planning
+left out), and evo's rows add the simulated seconds until the hit (median and p90 over seeds).
+--evo-args passes more options to evo's runs (--evo-args="--generation-size 4").
+
 The cap (--cap) is the candidates each search may spend: by default a quarter of the space, at
 least 200 (or the whole space when smaller), so that "no seed missing within 25 % of the space"
 reads straight off the misses.

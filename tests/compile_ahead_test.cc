@@ -20,8 +20,7 @@ namespace {
 
 Genome G(int64_t i) { return {{"I", i}}; }
 
-TEST_CASE("the pipeline clock: compile threads in order, the GPU after each compile",
-          "[clock]") {
+TEST_CASE("the pipeline clock: compile threads in order, the GPU after each compile", "[clock]") {
   PipelineClock clock(2);
   clock.Prefetch({{G(1), 1.0}, {G(2), 2.0}, {G(3), 1.0}});
   // Thread 0 compiles 1 (0..1) then 3 (1..2); thread 1 compiles 2 (0..2).
@@ -39,9 +38,10 @@ TEST_CASE("the pipeline clock: compile threads in order, the GPU after each comp
   CHECK_THROWS_AS(PipelineClock(0), Error);
 }
 
-TEST_CASE("the pipeline clock: guesses compile after what is asked for, and those not started "
-          "by the next generation are dropped",
-          "[clock]") {
+TEST_CASE(
+    "the pipeline clock: guesses compile after what is asked for, and those not started "
+    "by the next generation are dropped",
+    "[clock]") {
   PipelineClock clock(1);
   clock.Prefetch({{G(1), 1.0}});
   clock.Speculate({{G(2), 1.0}, {G(3), 1.0}, {G(1), 5.0}});
@@ -91,9 +91,10 @@ class LoggingCompiler final : public Compiler {
   std::vector<std::string> sources_;
 };
 
-TEST_CASE("the GPU pipeline compiles guesses on idle threads, reuses them, and drops those "
-          "not started when the next generation is asked for",
-          "[gpus][clock]") {
+TEST_CASE(
+    "the GPU pipeline compiles guesses on idle threads, reuses them, and drops those "
+    "not started when the next generation is asked for",
+    "[gpus][clock]") {
   test::TempDir dir;
   const TemplateLibrary library = TemplateLibrary::Load({});
   const KernelTemplate& kernel_template = library.Find("sdpa_fp16");
@@ -149,7 +150,8 @@ std::string Decisions(PopulationStore& store, int64_t run_id) {
   return text.str();
 }
 
-TEST_CASE("compiling ahead changes nothing a search on fake GPUs decides", "[search][gpus][clock]") {
+TEST_CASE("compiling ahead changes nothing a search on fake GPUs decides",
+          "[search][gpus][clock]") {
   SearchOptions ahead;
   ahead.retime.rounds = 0;
   SearchOptions not_ahead = ahead;
@@ -158,17 +160,25 @@ TEST_CASE("compiling ahead changes nothing a search on fake GPUs decides", "[sea
   with.Run(ahead);
   test::FakeGpuRun without(std::vector<std::vector<std::string>>(2), 5, 40);
   without.Run(not_ahead);
-  CHECK(Decisions(with.store(), with.run_id()) ==
-        Decisions(without.store(), without.run_id()));
+  CHECK(Decisions(with.store(), with.run_id()) == Decisions(without.store(), without.run_id()));
 }
 
 std::vector<std::string> ClockedReplayRun(const std::filesystem::path& db,
                                           const std::filesystem::path& log, bool ahead) {
-  std::vector<std::string> args = {"run",           "--replay", test::H100Recording().string(),
-                                   "--db",          db.string(), "--budget",
-                                   "64",            "--seed",    "3",
-                                   "--no-starting-points",       "--generation-size",
-                                   "4",             "--replay-clock", log.string()};
+  std::vector<std::string> args = {"run",
+                                   "--replay",
+                                   test::H100Recording().string(),
+                                   "--db",
+                                   db.string(),
+                                   "--budget",
+                                   "64",
+                                   "--seed",
+                                   "3",
+                                   "--no-starting-points",
+                                   "--generation-size",
+                                   "4",
+                                   "--replay-clock",
+                                   log.string()};
   if (!ahead) args.push_back("--no-compile-ahead");
   return args;
 }
@@ -181,9 +191,10 @@ std::vector<nlohmann::json> ReadLines(const std::filesystem::path& path) {
   return lines;
 }
 
-TEST_CASE("evo run --replay-clock: the same search, its simulated time shortened by compiling "
-          "ahead",
-          "[cli][clock]") {
+TEST_CASE(
+    "evo run --replay-clock: the same search, its simulated time shortened by compiling "
+    "ahead",
+    "[cli][clock]") {
   test::TempDir dir;
   std::map<bool, std::vector<nlohmann::json>> logs;
   std::map<bool, std::string> decisions;
@@ -217,17 +228,18 @@ TEST_CASE("evo run --replay-clock: the same search, its simulated time shortened
   CHECK(with < without);
 }
 
-TEST_CASE("evo run --replay-clock is refused without a replay and with several GPUs", "[cli][clock]") {
+TEST_CASE("evo run --replay-clock is refused without a replay and with several GPUs",
+          "[cli][clock]") {
   test::TempDir dir;
   const auto log = dir.path() / "clock.log";
   const auto no_replay = test::RunEvo(
       {"run", "--db", (dir.path() / "a.db").string(), "--replay-clock", log.string()}, dir.path());
   CHECK(no_replay.exit_code != 0);
   CHECK(no_replay.err.find("--replay-clock simulates a replay: add --replay") != std::string::npos);
-  const auto several = test::RunEvo({"run", "--replay", test::H100Recording().string(), "--db",
-                                     (dir.path() / "b.db").string(), "--gpus", "0,1",
-                                     "--replay-clock", log.string()},
-                                    dir.path());
+  const auto several = test::RunEvo(
+      {"run", "--replay", test::H100Recording().string(), "--db", (dir.path() / "b.db").string(),
+       "--gpus", "0,1", "--replay-clock", log.string()},
+      dir.path());
   CHECK(several.exit_code != 0);
   CHECK(several.err.find("the replay clock simulates one GPU, not several") != std::string::npos);
 }

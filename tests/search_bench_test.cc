@@ -149,6 +149,59 @@ TEST_CASE("the search benchmark on a cut of the recording: every method, figures
   }
 }
 
+TEST_CASE("the search benchmark's clock: evo's simulated seconds to the hit, those of its run",
+          "[bench][clock]") {
+  const std::filesystem::path script = test::SourceDir() / "scripts" / "search-bench.py";
+  if (!std::filesystem::exists("/usr/bin/python3")) {
+    WARN("skipped: scripts/search-bench.py runs on /usr/bin/python3, which is not here");
+    return;
+  }
+  test::TempDir dir;
+  size_t configurations = 0;
+  double best_us = 0;
+  const std::filesystem::path cut = WriteCut(dir.path(), configurations, best_us);
+  const auto json_path = dir.path() / "bench.json";
+  const test::CommandResult result =
+      test::RunProgram(script,
+                       {"--evo", test::EvoBinary().string(), "--methods", "evo", "random",
+                        "--seeds", "2", "--cap", "40", "--clock", "--evo-args=--generation-size 4",
+                        "--json", json_path.string(), cut.string()},
+                       dir.path());
+  INFO(result.out << result.err);
+  REQUIRE(result.exit_code == 0);
+  CHECK(result.out.find("sim. s to 2%") != std::string::npos);
+  std::ifstream in(json_path);
+  const nlohmann::json report = nlohmann::json::parse(in);
+  const nlohmann::json& evo = report["recordings"][0]["methods"]["evo"];
+  CHECK_FALSE(report["recordings"][0]["methods"]["random"].contains("seconds_to_hit"));
+
+  // The same run with its clock: the hit's measurement ends when the benchmark says.
+  const auto db = dir.path() / "again.db";
+  const auto log = dir.path() / "clock.log";
+  const test::CommandResult run = test::RunEvo(
+      {"run", "--replay", cut.string(), "--budget", "40", "--seed", "1", "--db", db.string(),
+       "--no-starting-points", "--generation-size", "4", "--replay-clock", log.string()},
+      dir.path());
+  REQUIRE(run.exit_code == 0);
+  const nlohmann::json& hit = evo["hits"][0];
+  const nlohmann::json& seconds = evo["seconds_to_hit"][0];
+  REQUIRE(hit.is_null() == seconds.is_null());
+  if (hit.is_null()) return;
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  const Genome genome =
+      store.Candidates(1).at(static_cast<size_t>(hit.get<int>() - 1)).proposal.genome;
+  std::ifstream lines(log);
+  std::string line;
+  std::optional<double> ended;
+  while (std::getline(lines, line)) {
+    const nlohmann::json entry = nlohmann::json::parse(line);
+    if (entry["genome"].get<Genome>() == genome) ended = entry["seconds"].get<double>();
+  }
+  REQUIRE(ended.has_value());
+  CHECK(seconds.get<double>() == Approx(*ended));
+  CHECK(*ended > 0);
+}
+
 TEST_CASE("the tune benchmark: seeded and unseeded tunes over two shapes, figures that add up",
           "[bench][tune]") {
   const std::filesystem::path script = test::SourceDir() / "scripts" / "tune-bench.py";
