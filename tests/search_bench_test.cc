@@ -2,6 +2,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "common/files.h"
@@ -35,24 +36,30 @@ std::filesystem::path WriteCut(const std::filesystem::path& dir, size_t& configu
   return path;
 }
 
-TEST_CASE("the search benchmark on a cut of the recording: every method, figures that add up",
-          "[bench]") {
-  const std::filesystem::path script = test::SourceDir() / "scripts" / "search-bench.py";
+// scripts/search-bench.py with `evo_tests`' evo and these arguments, run in `dir`; nothing (said
+// as a warning) where /usr/bin/python3, which the script runs on, is not here.
+std::optional<test::CommandResult> RunSearchBench(const std::filesystem::path& dir,
+                                                  std::vector<std::string> args) {
   if (!std::filesystem::exists("/usr/bin/python3")) {
     WARN("skipped: scripts/search-bench.py runs on /usr/bin/python3, which is not here");
-    return;
+    return std::nullopt;
   }
+  args.insert(args.begin(), {"--evo", test::EvoBinary().string()});
+  return test::RunProgram(test::SourceDir() / "scripts" / "search-bench.py", args, dir);
+}
+
+TEST_CASE("the search benchmark on a cut of the recording: every method, figures that add up",
+          "[bench]") {
   test::TempDir dir;
   size_t configurations = 0;
   double best_us = 0;
   const std::filesystem::path cut = WriteCut(dir.path(), configurations, best_us);
   REQUIRE(configurations > 100);
   const auto json_path = dir.path() / "bench.json";
-  const test::CommandResult result =
-      test::RunProgram(script,
-                       {"--evo", test::EvoBinary().string(), "--seeds", "3", "--cap", "40",
-                        "--json", json_path.string(), cut.string()},
-                       dir.path());
+  const std::optional<test::CommandResult> ran = RunSearchBench(
+      dir.path(), {"--seeds", "3", "--cap", "40", "--json", json_path.string(), cut.string()});
+  if (!ran) return;
+  const test::CommandResult& result = *ran;
   INFO(result.out << result.err);
   REQUIRE(result.exit_code == 0);
   const bool have_optuna = result.err.find("optuna is not importable") == std::string::npos;
@@ -151,22 +158,16 @@ TEST_CASE("the search benchmark on a cut of the recording: every method, figures
 
 TEST_CASE("the search benchmark's clock: evo's simulated seconds to the hit, those of its run",
           "[bench][clock]") {
-  const std::filesystem::path script = test::SourceDir() / "scripts" / "search-bench.py";
-  if (!std::filesystem::exists("/usr/bin/python3")) {
-    WARN("skipped: scripts/search-bench.py runs on /usr/bin/python3, which is not here");
-    return;
-  }
   test::TempDir dir;
   size_t configurations = 0;
   double best_us = 0;
   const std::filesystem::path cut = WriteCut(dir.path(), configurations, best_us);
   const auto json_path = dir.path() / "bench.json";
-  const test::CommandResult result =
-      test::RunProgram(script,
-                       {"--evo", test::EvoBinary().string(), "--methods", "evo", "random",
-                        "--seeds", "2", "--cap", "40", "--clock", "--evo-args=--generation-size 4",
-                        "--json", json_path.string(), cut.string()},
-                       dir.path());
+  const std::optional<test::CommandResult> ran = RunSearchBench(
+      dir.path(), {"--methods", "evo", "random", "--seeds", "2", "--cap", "40", "--clock",
+                   "--evo-args=--generation-size 4", "--json", json_path.string(), cut.string()});
+  if (!ran) return;
+  const test::CommandResult& result = *ran;
   INFO(result.out << result.err);
   REQUIRE(result.exit_code == 0);
   CHECK(result.out.find("sim. s to 2%") != std::string::npos);
