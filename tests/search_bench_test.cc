@@ -14,26 +14,30 @@ namespace {
 
 // The configurations of tests/data's recording with BLOCK_M=64 and NUM_WARPS=4, under its
 // header: a whole subspace (as `evo sweep --fix` records one), small enough for a test.
-std::filesystem::path WriteCut(const std::filesystem::path& dir, size_t& configurations,
-                               double& best_us) {
+struct Cut {
+  std::filesystem::path path;
+  size_t configurations = 0;
+  double best_us = INFINITY;
+};
+Cut WriteCut(const std::filesystem::path& dir) {
   std::ifstream in(test::H100Recording());
   std::string line;
   std::getline(in, line);
   std::string cut = line + "\n";
-  configurations = 0;
-  best_us = INFINITY;
+  Cut written;
   while (std::getline(in, line)) {
     const nlohmann::json record = nlohmann::json::parse(line);
     if (record["genome"]["BLOCK_M"] != 64 || record["genome"]["NUM_WARPS"] != 4) continue;
     cut += line + "\n";
-    ++configurations;
+    ++written.configurations;
     if (record["outcome"]["status"] == "measured") {
-      best_us = std::min(best_us, record["outcome"]["gpu"]["timing"]["median_us"].get<double>());
+      written.best_us =
+          std::min(written.best_us, record["outcome"]["gpu"]["timing"]["median_us"].get<double>());
     }
   }
-  const auto path = dir / "cut.jsonl";
-  test::WriteFile(path, cut);
-  return path;
+  written.path = dir / "cut.jsonl";
+  test::WriteFile(written.path, cut);
+  return written;
 }
 
 // scripts/search-bench.py with `evo_tests`' evo and these arguments, run in `dir`; nothing (said
@@ -51,13 +55,11 @@ std::optional<test::CommandResult> RunSearchBench(const std::filesystem::path& d
 TEST_CASE("the search benchmark on a cut of the recording: every method, figures that add up",
           "[bench]") {
   test::TempDir dir;
-  size_t configurations = 0;
-  double best_us = 0;
-  const std::filesystem::path cut = WriteCut(dir.path(), configurations, best_us);
-  REQUIRE(configurations > 100);
+  const Cut cut = WriteCut(dir.path());
+  REQUIRE(cut.configurations > 100);
   const auto json_path = dir.path() / "bench.json";
   const std::optional<test::CommandResult> ran = RunSearchBench(
-      dir.path(), {"--seeds", "3", "--cap", "40", "--json", json_path.string(), cut.string()});
+      dir.path(), {"--seeds", "3", "--cap", "40", "--json", json_path.string(), cut.path.string()});
   if (!ran) return;
   const test::CommandResult& result = *ran;
   INFO(result.out << result.err);
@@ -69,13 +71,14 @@ TEST_CASE("the search benchmark on a cut of the recording: every method, figures
     CHECK(result.out.find(row) != std::string::npos);
   }
   CHECK((result.out.find("\n  tpe ") != std::string::npos) == have_optuna);
-  CHECK(result.out.find(std::to_string(configurations) + " configurations") != std::string::npos);
+  CHECK(result.out.find(std::to_string(cut.configurations) + " configurations") !=
+        std::string::npos);
 
   const nlohmann::json report = nlohmann::json::parse(*TryReadFile(json_path));
   REQUIRE(report["recordings"].size() == 1);
   const nlohmann::json& recording = report["recordings"][0];
-  CHECK(recording["configurations"] == configurations);
-  CHECK(recording["best_us"].get<double>() == Approx(best_us));
+  CHECK(recording["configurations"] == cut.configurations);
+  CHECK(recording["best_us"].get<double>() == Approx(cut.best_us));
   CHECK(recording["cap"] == 40);
   for (const auto& [method, figures] : recording["methods"].items()) {
     INFO(method);
@@ -133,7 +136,7 @@ TEST_CASE("the search benchmark on a cut of the recording: every method, figures
   // first candidate within 2 % of the best.
   const auto db = dir.path() / "again.db";
   const test::CommandResult run =
-      test::RunEvo({"run", "--replay", cut.string(), "--budget", "40", "--seed", "1", "--db",
+      test::RunEvo({"run", "--replay", cut.path.string(), "--budget", "40", "--seed", "1", "--db",
                     db.string(), "--no-starting-points"},
                    dir.path());
   REQUIRE(run.exit_code == 0);
@@ -144,7 +147,7 @@ TEST_CASE("the search benchmark on a cut of the recording: every method, figures
     ++index;
     const TimingFigures* timing = c.outcome.timing();
     if (!first && c.outcome.status == Status::kMeasured && timing != nullptr &&
-        timing->median_us <= best_us * 1.02) {
+        timing->median_us <= cut.best_us * 1.02) {
       first = index;
     }
   }
@@ -159,13 +162,12 @@ TEST_CASE("the search benchmark on a cut of the recording: every method, figures
 TEST_CASE("the search benchmark's clock: evo's simulated seconds to the hit, those of its run",
           "[bench][clock]") {
   test::TempDir dir;
-  size_t configurations = 0;
-  double best_us = 0;
-  const std::filesystem::path cut = WriteCut(dir.path(), configurations, best_us);
+  const Cut cut = WriteCut(dir.path());
   const auto json_path = dir.path() / "bench.json";
-  const std::optional<test::CommandResult> ran = RunSearchBench(
-      dir.path(), {"--methods", "evo", "random", "--seeds", "2", "--cap", "40", "--clock",
-                   "--evo-args=--generation-size 4", "--json", json_path.string(), cut.string()});
+  const std::optional<test::CommandResult> ran =
+      RunSearchBench(dir.path(), {"--methods", "evo", "random", "--seeds", "2", "--cap", "40",
+                                  "--clock", "--evo-args=--generation-size 4", "--json",
+                                  json_path.string(), cut.path.string()});
   if (!ran) return;
   const test::CommandResult& result = *ran;
   INFO(result.out << result.err);
@@ -180,7 +182,7 @@ TEST_CASE("the search benchmark's clock: evo's simulated seconds to the hit, tho
   const auto db = dir.path() / "again.db";
   const auto log = dir.path() / "clock.log";
   const test::CommandResult run = test::RunEvo(
-      {"run", "--replay", cut.string(), "--budget", "40", "--seed", "1", "--db", db.string(),
+      {"run", "--replay", cut.path.string(), "--budget", "40", "--seed", "1", "--db", db.string(),
        "--no-starting-points", "--generation-size", "4", "--replay-clock", log.string()},
       dir.path());
   REQUIRE(run.exit_code == 0);
