@@ -47,12 +47,10 @@ bool ClockedReplay::ReadyToMeasure(const Genome& genome) const {
 CandidateOutcome ClockedReplay::Evaluate(int lane, const Genome& genome) {
   CandidateOutcome outcome = replay_->Evaluate(lane, genome);
   std::lock_guard lock(mutex_);
-  const int64_t speculated = clock_.speculated_and_measured();
   const double seconds =
       clock_.Measure(genome, outcome.compile_ms / 1000, outcome.gpu ? outcome.gpu_ms / 1000 : 0);
-  nlohmann::json line = {{"genome", genome},
-                         {"seconds", seconds},
-                         {"speculated", clock_.speculated_and_measured() > speculated}};
+  const nlohmann::json line = {
+      {"genome", genome}, {"seconds", seconds}, {"speculated", clock_.Speculated(genome)}};
   log_ << line.dump() << "\n" << std::flush;
   if (!log_) throw Error("cannot write the replay clock's log");
   return outcome;

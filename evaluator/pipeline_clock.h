@@ -1,6 +1,5 @@
 #pragma once
 
-#include <cstdint>
 #include <map>
 #include <vector>
 
@@ -34,26 +33,25 @@ class PipelineClock {
   double Remeasure(double gpu_seconds);
 
   double now() const { return gpu_free_; }
-  // Measured configurations whose compile Speculate had started.
-  int64_t speculated_and_measured() const { return speculated_and_measured_; }
+  // Whether the configuration's compile was started by Speculate (and not dropped).
+  bool Speculated(const Genome& genome) const;
 
  private:
   struct Compile {
     double start = 0;
     double end = 0;
-    int thread = 0;
     bool speculative = false;
   };
+  // When the thread has ended the compiles it was given.
+  double FreeAt(size_t thread) const;
   // Compiled from `earliest` on, by the thread free first.
   void Schedule(const Genome& genome, double seconds, bool speculative, double earliest);
 
-  std::vector<double> thread_free_;
   // Each thread's compiles in the order they start.
   std::vector<std::vector<Genome>> thread_compiles_;
   std::map<Genome, Compile> compiles_;
   double gpu_free_ = 0;
   double planned_at_ = 0;  // the last Prefetch
-  int64_t speculated_and_measured_ = 0;
 };
 
 }  // namespace evo

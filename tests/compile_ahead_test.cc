@@ -2,12 +2,12 @@
 // that measures what they save (evaluator/pipeline_clock, evaluator/clocked_replay).
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include "evaluator/gpu_pipeline.h"
 #include "evaluator/pipeline_clock.h"
@@ -34,7 +34,7 @@ TEST_CASE("the pipeline clock: compile threads in order, the GPU after each comp
   // A configuration nothing asked for is compiled when the GPU wants it; a failed compile
   // spends no GPU time.
   CHECK(clock.Measure(G(4), 1.0, 0.0) == Approx(4.25));
-  CHECK(clock.speculated_and_measured() == 0);
+  for (int64_t i = 1; i <= 4; ++i) CHECK_FALSE(clock.Speculated(G(i)));
   CHECK_THROWS_AS(PipelineClock(0), Error);
 }
 
@@ -52,27 +52,43 @@ TEST_CASE(
   // 3 is queued again after 2 (which ends at 2): 2..3.
   CHECK_FALSE(clock.Ready(G(2)));
   CHECK(clock.Measure(G(2), 1.0, 0.5) == Approx(2.5));
-  CHECK(clock.speculated_and_measured() == 1);
+  CHECK(clock.Speculated(G(2)));
   CHECK(clock.Measure(G(3), 1.0, 0.5) == Approx(3.5));
-  CHECK(clock.speculated_and_measured() == 1);
+  CHECK_FALSE(clock.Speculated(G(3)));
+  CHECK_FALSE(clock.Speculated(G(1)));
 }
 
-// NVRTC's stand-in for the pipeline: each compile takes `pause` and is logged.
-class LoggingCompiler final : public Compiler {
+// NVRTC's stand-in for the pipeline: every compile is logged, and one whose source holds
+// `held` waits until Release, so that a test knows which compiles have started.
+class HoldingCompiler final : public Compiler {
  public:
-  LoggingCompiler(const Manifest& manifest, std::chrono::milliseconds pause)
-      : instant_(manifest), pause_(pause) {}
+  HoldingCompiler(const Manifest& manifest, std::string held)
+      : instant_(manifest), held_(std::move(held)) {}
   CompileResult Compile(const CompileRequest& request) override {
-    std::this_thread::sleep_for(pause_);
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
       sources_.push_back(request.source);
+      if (request.source.find(held_) != std::string::npos) {
+        holding_ = true;
+        changed_.notify_all();
+        changed_.wait(lock, [this] { return released_; });
+      }
     }
     return instant_.Compile(request);
   }
-  std::string Version() const override { return "logging"; }
+  std::string Version() const override { return "holding"; }
   std::vector<std::string> Options(const CompileRequest&) const override { return {}; }
-  // How many compiles had a source that defines this knob value ("#define BLOCK_M 64" ...).
+  // Returns once the held compile has started (false after 10 s without).
+  bool WaitUntilHolding() {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(10), [this] { return holding_; });
+  }
+  void Release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  // How many compiles had a source that defines this knob value ("#define BLOCK_N 64\n").
   int Compiled(const std::string& define) const {
     std::lock_guard lock(mutex_);
     int count = 0;
@@ -86,8 +102,11 @@ class LoggingCompiler final : public Compiler {
 
  private:
   test::InstantCompiler instant_;
-  std::chrono::milliseconds pause_;
+  std::string held_;
   mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool holding_ = false;
+  bool released_ = false;
   std::vector<std::string> sources_;
 };
 
@@ -99,7 +118,11 @@ TEST_CASE(
   const TemplateLibrary library = TemplateLibrary::Load({});
   const KernelTemplate& kernel_template = library.Find("sdpa_fp16");
   const Problem problem = DefaultProblem(kernel_template.manifest);
-  LoggingCompiler compiler(kernel_template.manifest, std::chrono::milliseconds(150));
+  const auto define = [](int64_t block_n) {
+    return "#define BLOCK_N " + std::to_string(block_n) + "\n";
+  };
+  // The one compile thread stops at the guess of 128 until released.
+  HoldingCompiler compiler(kernel_template.manifest, define(128));
   GpuPipelineOptions options;
   options.compile_jobs = 1;
   options.deadline = std::chrono::milliseconds(2000);
@@ -110,32 +133,38 @@ TEST_CASE(
                                     std::to_string(device)};
   };
   GpuPipeline pipeline(kernel_template, problem, {test::FakeDevice(0)}, compiler, options);
+  // Whatever fails below, the held compile ends before the pipeline joins its thread.
+  struct ReleaseAtEnd {
+    HoldingCompiler& compiler;
+    ~ReleaseAtEnd() { compiler.Release(); }
+  } release_at_end{compiler};
 
-  // Five configurations told apart by BLOCK_N; the defaults otherwise.
+  // Configurations told apart by BLOCK_N; the defaults otherwise.
   const auto config = [&](int64_t block_n) {
     Genome genome = DefaultGenome(kernel_template.manifest);
     genome["BLOCK_N"] = block_n;
     return genome;
   };
-  const auto compiled = [&](int64_t block_n) {
-    return compiler.Compiled("#define BLOCK_N " + std::to_string(block_n) + "\n");
-  };
+  const auto compiled = [&](int64_t block_n) { return compiler.Compiled(define(block_n)); };
   pipeline.Prefetch({config(32)});
   pipeline.Speculate({config(64), config(128), config(16)});
   CHECK(pipeline.Evaluate(0, config(32)).gpu.has_value());
-  // The one thread went on to the first guess while 32 was measured.
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // The thread went on to the guesses: 64 is compiled, 128 started, 16 waits behind it.
+  REQUIRE(compiler.WaitUntilHolding());
   CHECK(pipeline.ReadyToMeasure(config(64)));
-  // The next generation asks for 64 and 256: 64 is not compiled again; the guesses that had not
-  // started (16 at least) are dropped, so 256 is the next compile.
+  CHECK_FALSE(pipeline.ReadyToMeasure(config(16)));
+  // The next generation asks for 64 and 256: 64 is not compiled again, and 16, not started, is
+  // dropped, so 256 is the next compile.
   pipeline.Prefetch({config(64), config(256)});
+  compiler.Release();
   CHECK(pipeline.Evaluate(0, config(64)).gpu.has_value());
   CHECK(pipeline.Evaluate(0, config(256)).gpu.has_value());
   CHECK(compiled(32) == 1);
   CHECK(compiled(64) == 1);
+  CHECK(compiled(128) == 1);
   CHECK(compiled(256) == 1);
   CHECK(compiled(16) == 0);
-  CHECK(compiler.total() <= 4);  // 128 may have started before the Prefetch
+  CHECK(compiler.total() == 4);
 }
 
 // Everything a search decided, to compare two runs.
@@ -161,6 +190,9 @@ TEST_CASE("compiling ahead changes nothing a search on fake GPUs decides",
   test::FakeGpuRun without(std::vector<std::vector<std::string>>(2), 5, 40);
   without.Run(not_ahead);
   CHECK(Decisions(with.store(), with.run_id()) == Decisions(without.store(), without.run_id()));
+  // Without compiles ahead the 40 candidates are all that is compiled; with them, guesses too.
+  CHECK(without.compiler().compiles() == 40);
+  CHECK(with.compiler().compiles() > 40);
 }
 
 std::vector<std::string> ClockedReplayRun(const std::filesystem::path& db,

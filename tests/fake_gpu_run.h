@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -25,9 +26,11 @@ class InstantCompiler final : public Compiler {
   CompileResult Compile(const CompileRequest& request) override;
   std::string Version() const override { return "instant"; }
   std::vector<std::string> Options(const CompileRequest&) const override { return {}; }
+  int compiles() const { return compiles_.load(); }  // how many it answered
 
  private:
   std::vector<std::string> entries_;
+  std::atomic<int> compiles_{0};
 };
 
 DeviceInfo FakeDevice(int ordinal, std::string name = "Fake GPU");
@@ -55,6 +58,7 @@ class FakeGpuRun {
   PopulationStore& store() { return store_; }
   int64_t run_id() const { return run_id_; }
   GpuPipeline& pipeline() { return *pipeline_; }
+  const InstantCompiler& compiler() const { return compiler_; }
   const std::filesystem::path& folder() const { return dir_.path(); }
 
  private:
