@@ -348,6 +348,25 @@ def comparisons(summaries, cap, within, path):
             for m, s in summaries.items() if m != "evo"}
 
 
+def finite_or_none(value):
+    """JSON has no infinity: a miss (inf) is written as null."""
+    return None if value == math.inf else value
+
+
+def method_json(summary):
+    """A method's summary as the JSON report writes it."""
+    figures = {**summary, "median": finite_or_none(summary["median"]),
+               "p90": finite_or_none(summary["p90"]),
+               "median_interval": [finite_or_none(v) for v in summary["median_interval"]],
+               "after": {str(n): v for n, v in summary["after"].items()}}
+    for key in ("seconds_median", "seconds_p90"):
+        if key in summary:
+            figures[key] = finite_or_none(summary[key])
+    if "seconds_to_hit" in summary:
+        figures["seconds_to_hit"] = [finite_or_none(v) for v in summary["seconds_to_hit"]]
+    return figures
+
+
 def format_seconds(value):
     if value is None:
         return ""
@@ -484,18 +503,7 @@ def main():
             "measured": landscape.measured, "best_us": landscape.best,
             "within": args.within, "near_best": landscape.within(args.within), "cap": cap,
             "seeds": seeds,
-            "methods": {m: {**s, "median": None if s["median"] == math.inf else s["median"],
-                            "p90": None if s["p90"] == math.inf else s["p90"],
-                            "median_interval": [None if v == math.inf else v
-                                                for v in s["median_interval"]],
-                            "after": {str(n): v for n, v in s["after"].items()},
-                            **({"seconds_to_hit": [None if v == math.inf else v
-                                                   for v in s["seconds_to_hit"]],
-                                "seconds_median": None if s["seconds_median"] == math.inf
-                                else s["seconds_median"],
-                                "seconds_p90": None if s["seconds_p90"] == math.inf
-                                else s["seconds_p90"]} if "seconds_to_hit" in s else {})}
-                        for m, s in summaries.items()},
+            "methods": {m: method_json(s) for m, s in summaries.items()},
             "evo_against": against,
         })
     if args.json:
