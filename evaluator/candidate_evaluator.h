@@ -48,7 +48,7 @@ class CandidateEvaluator {
   // Configurations that may be evaluated later (the search's guess at its next generation):
   // compiled only by threads that nothing Prefetch asked for keeps busy, and forgotten by the
   // next Prefetch unless started by then, so a wrong guess costs idle CPU time and no GPU time.
-  // Changes no outcome. Called once after each Prefetch, from another thread, possibly while
+  // Changes no outcome. Called at most once after a Prefetch, from another thread, possibly while
   // the lanes measure what that Prefetch asked for.
   virtual void Speculate(const std::vector<Genome>& genomes) = 0;
   // Whether Evaluate of this configuration would start measuring at once, rather than wait for
