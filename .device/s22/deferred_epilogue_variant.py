@@ -6,7 +6,9 @@ store. The next tile's Q loads into a second Q buffer, which is the template's O
 in the rows of the Q buffer the warpgroup has just finished reading (its own 64 rows), so the
 shared memory is the template's. The Q buffer is released to the producer once the O store has
 read it, after the next tile's first KV tile. For PERSISTENT=1 STREAM_K=0 SPLITS=1 TMA_STORE=1
-INTRA_OVERLAP=1 PINGPONG=1 PACK_GQA=0 KV_INTERLEAVE=0 only (static_assert).
+INTRA_OVERLAP=1 PINGPONG=1 PACK_GQA=0 KV_INTERLEAVE=0 only (static_assert). The tile's code is
+written twice, once per Q buffer (de2.sh); the first build, which de.sh measured, had one copy with
+`const int q_buffer = round & 1` and `const int next_buffer = (round + 1) & 1`.
 Usage: deferred_epilogue_variant.py OUT KNOB=VALUE..."""
 import os, sys
 
@@ -49,6 +51,150 @@ patch("""    evo::mbar_init(smem.q_full(), 1);
       evo::mbar_init(smem.q_full(b), 1);
       evo::mbar_init(smem.q_empty(b), hopper::kConsumerWarps);
     }""")
+
+# The code of one tile, its Q buffer QB a constant: the consumer's loop holds it twice, once per
+# buffer, so that every Q descriptor is built from a constant address.
+TILE = r"""    Piece next_piece;
+    const bool have_next = walk.next(next_piece);
+    constexpr int q_buffer = QB;
+    const int num_kv_tiles = piece.kv.count;
+
+    const auto issue_scores = [&](int buffer, int stage) {
+      evo::wgmma_attention_scores<BLOCK_N, HEAD_DIM, kBlockM, Elem>(s, smem.qb(buffer), wg_row0,
+                                                                    smem.k(stage));
+    };
+    const auto issue_values = [&](int stage) {
+      evo::wgmma_fence_registers(acc);
+      evo::wgmma_fence_registers(p);
+      evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p, smem.v(stage));
+    };
+    const auto softmax = [&](const Piece& pc, int j) {
+      const int n_start = (pc.kv.first + j) * BLOCK_N;
+      if (n_start + BLOCK_N > S_kv ||
+          (IS_CAUSAL && n_start + BLOCK_N - 1 > pc.m_tile * kBlockM + wg_row0)) {
+        evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(
+            s, S_kv - n_start - quad * 2, pc.m_tile * kBlockM + tile_row - n_start - quad * 2);
+      }
+      evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);
+    };
+    const auto pack_probabilities = [&] { evo::wgmma_attention_pack<BLOCK_N, Elem>(s, p); };
+    const auto rescale = [&] { evo::wgmma_attention_rescale<HEAD_DIM>(acc, alpha); };
+    const auto stage_of = [&](int j) { return (kv_iter + j) % STAGES; };
+    const auto full_parity = [&](int j) { return ((kv_iter + j) / STAGES) & 1; };
+    const auto wait_keys = [&](int j) {
+      evo::mbar_wait_sleep(smem.k_full(stage_of(j)), full_parity(j));
+    };
+    const auto wait_values = [&](int j) {
+      evo::mbar_wait_sleep(smem.v_full(stage_of(j)), full_parity(j));
+    };
+    // O of this tile, normalized, into this warpgroup's own rows of its Q buffer (read to the end
+    // by its Q K^T), and stored from there.
+    const auto epilogue = [&] {
+      const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),
+                            evo::wgmma_attention_normalizer(row_sum[1])};
+      const unsigned rows_at = smem.qb(q_buffer) + wg_row0 * 128;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = warp * 16 + group + 8 * h;
+#pragma unroll
+        for (int df = 0; df < HEAD_DIM / 8; ++df) {
+          evo::st_shared_b32(
+              rows_at + (df / 8) * kBlockM * 128 + evo::swizzle_128b(row, df % 8) + quad * 4,
+              evo::wgmma_attention_output_pair<Elem, HEAD_DIM>(acc, inv[h], h, df));
+        }
+      }
+      evo::fence_proxy_async_shared();
+      evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);
+      if (tid % 128 == 0) {
+        const int b = piece.bh / slots;
+        const int slot = piece.bh % slots;
+#pragma unroll
+        for (int cb = 0; cb < kColumnBlocks; ++cb) {
+          evo::tma_store_4d(o_map, rows_at + cb * kBlockM * 128, cb * 64,
+                            rows.position(piece.m_tile, wg_row0), rows.head(slot, wg_row0), b);
+        }
+        evo::bulk_commit_group();
+      }
+      store_pending = q_buffer;
+    };
+
+#pragma unroll
+    for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.f;
+    if (!carried) {
+      evo::mbar_wait_sleep(smem.q_full(q_buffer), (round >> 1) & 1);
+      wait_keys(0);
+      turns.wait();
+      issue_scores(q_buffer, stage_of(0));
+      turns.pass();
+      evo::wgmma_wait<0>();
+      evo::wgmma_fence_registers(s);
+      release(smem.k_empty(stage_of(0)), lane);
+      row_max[0] = row_max[1] = evo::neg_inf();
+      row_sum[0] = row_sum[1] = 0.f;
+      softmax(piece, 0);
+      pack_probabilities();
+    }
+    for (int j = 1; j < num_kv_tiles; ++j) {
+      wait_keys(j);
+      wait_values(j - 1);
+      turns.wait();
+      issue_scores(q_buffer, stage_of(j));
+      if (RESCALE_UNDER_QK) rescale();
+      issue_values(stage_of(j - 1));
+      turns.pass();
+      evo::wgmma_wait<1>();
+      evo::wgmma_fence_registers(s);
+      release(smem.k_empty(stage_of(j)), lane);
+      softmax(piece, j);
+      evo::wgmma_wait<0>();
+      evo::wgmma_fence_registers(acc);
+      evo::wgmma_fence_registers(p);
+      release(smem.v_empty(stage_of(j - 1)), lane);
+      if (!RESCALE_UNDER_QK) rescale();
+      pack_probabilities();
+      if (j == 1) release_stored();
+    }
+    release_stored();
+    const int last = num_kv_tiles - 1;
+    wait_values(last);
+    carried = have_next;
+    // Each path straight: ptxas serializes every wgmma where a conditional issue leaves it
+    // unsure which scores are in flight.
+    if (carried) {
+      constexpr int next_buffer = 1 - q_buffer;
+      evo::mbar_wait_sleep(smem.q_full(next_buffer), ((round + 1) >> 1) & 1);
+      wait_keys(num_kv_tiles);
+      turns.wait();
+      rescale();
+      issue_values(stage_of(last));
+      issue_scores(next_buffer, stage_of(num_kv_tiles));
+      turns.pass();
+      evo::wgmma_wait<1>();
+      evo::wgmma_fence_registers(acc);
+      release(smem.v_empty(stage_of(last)), lane);
+      epilogue();
+      evo::wgmma_wait<0>();
+      evo::wgmma_fence_registers(s);
+      release(smem.k_empty(stage_of(num_kv_tiles)), lane);
+      row_max[0] = row_max[1] = evo::neg_inf();
+      row_sum[0] = row_sum[1] = 0.f;
+      softmax(next_piece, 0);
+      pack_probabilities();
+    } else {
+      turns.wait();
+      rescale();
+      issue_values(stage_of(last));
+      turns.pass();
+      evo::wgmma_wait<0>();
+      evo::wgmma_fence_registers(acc);
+      release(smem.v_empty(stage_of(last)), lane);
+      epilogue();
+    }
+    kv_iter += num_kv_tiles;
+    ++round;
+    piece = next_piece;
+    have = have_next;
+"""
 
 copy.replace_span("// A consumer warpgroup: 64 query rows of every tile of the CTA.\n",
                   "  if (PINGPONG && consumer == 0) evo::named_barrier_sync<kTurnThreads>(1);\n}\n", r"""
@@ -105,290 +251,10 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
   // descriptor built from a buffer chosen at run time is work on the path of every issue.
   while (have) {
     {
-    Piece next_piece;
-    const bool have_next = walk.next(next_piece);
-    constexpr int q_buffer = 0;
-    const int num_kv_tiles = piece.kv.count;
-
-    const auto issue_scores = [&](int buffer, int stage) {
-      evo::wgmma_attention_scores<BLOCK_N, HEAD_DIM, kBlockM, Elem>(s, smem.qb(buffer), wg_row0,
-                                                                    smem.k(stage));
-    };
-    const auto issue_values = [&](int stage) {
-      evo::wgmma_fence_registers(acc);
-      evo::wgmma_fence_registers(p);
-      evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p, smem.v(stage));
-    };
-    const auto softmax = [&](const Piece& pc, int j) {
-      const int n_start = (pc.kv.first + j) * BLOCK_N;
-      if (n_start + BLOCK_N > S_kv ||
-          (IS_CAUSAL && n_start + BLOCK_N - 1 > pc.m_tile * kBlockM + wg_row0)) {
-        evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(
-            s, S_kv - n_start - quad * 2, pc.m_tile * kBlockM + tile_row - n_start - quad * 2);
-      }
-      evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);
-    };
-    const auto pack_probabilities = [&] { evo::wgmma_attention_pack<BLOCK_N, Elem>(s, p); };
-    const auto rescale = [&] { evo::wgmma_attention_rescale<HEAD_DIM>(acc, alpha); };
-    const auto stage_of = [&](int j) { return (kv_iter + j) % STAGES; };
-    const auto full_parity = [&](int j) { return ((kv_iter + j) / STAGES) & 1; };
-    const auto wait_keys = [&](int j) {
-      evo::mbar_wait_sleep(smem.k_full(stage_of(j)), full_parity(j));
-    };
-    const auto wait_values = [&](int j) {
-      evo::mbar_wait_sleep(smem.v_full(stage_of(j)), full_parity(j));
-    };
-    // O of this tile, normalized, into this warpgroup's own rows of its Q buffer (read to the end
-    // by its Q K^T), and stored from there.
-    const auto epilogue = [&] {
-      const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),
-                            evo::wgmma_attention_normalizer(row_sum[1])};
-      const unsigned rows_at = smem.qb(q_buffer) + wg_row0 * 128;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = warp * 16 + group + 8 * h;
-#pragma unroll
-        for (int df = 0; df < HEAD_DIM / 8; ++df) {
-          evo::st_shared_b32(
-              rows_at + (df / 8) * kBlockM * 128 + evo::swizzle_128b(row, df % 8) + quad * 4,
-              evo::wgmma_attention_output_pair<Elem, HEAD_DIM>(acc, inv[h], h, df));
-        }
-      }
-      evo::fence_proxy_async_shared();
-      evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);
-      if (tid % 128 == 0) {
-        const int b = piece.bh / slots;
-        const int slot = piece.bh % slots;
-#pragma unroll
-        for (int cb = 0; cb < kColumnBlocks; ++cb) {
-          evo::tma_store_4d(o_map, rows_at + cb * kBlockM * 128, cb * 64,
-                            rows.position(piece.m_tile, wg_row0), rows.head(slot, wg_row0), b);
-        }
-        evo::bulk_commit_group();
-      }
-      store_pending = q_buffer;
-    };
-
-#pragma unroll
-    for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.f;
-    if (!carried) {
-      evo::mbar_wait_sleep(smem.q_full(q_buffer), (round >> 1) & 1);
-      wait_keys(0);
-      turns.wait();
-      issue_scores(q_buffer, stage_of(0));
-      turns.pass();
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(s);
-      release(smem.k_empty(stage_of(0)), lane);
-      row_max[0] = row_max[1] = evo::neg_inf();
-      row_sum[0] = row_sum[1] = 0.f;
-      softmax(piece, 0);
-      pack_probabilities();
-    }
-    for (int j = 1; j < num_kv_tiles; ++j) {
-      wait_keys(j);
-      wait_values(j - 1);
-      turns.wait();
-      issue_scores(q_buffer, stage_of(j));
-      if (RESCALE_UNDER_QK) rescale();
-      issue_values(stage_of(j - 1));
-      turns.pass();
-      evo::wgmma_wait<1>();
-      evo::wgmma_fence_registers(s);
-      release(smem.k_empty(stage_of(j)), lane);
-      softmax(piece, j);
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(acc);
-      evo::wgmma_fence_registers(p);
-      release(smem.v_empty(stage_of(j - 1)), lane);
-      if (!RESCALE_UNDER_QK) rescale();
-      pack_probabilities();
-      if (j == 1) release_stored();
-    }
-    release_stored();
-    const int last = num_kv_tiles - 1;
-    wait_values(last);
-    carried = have_next;
-    // Each path straight: ptxas serializes every wgmma where a conditional issue leaves it
-    // unsure which scores are in flight.
-    if (carried) {
-      constexpr int next_buffer = 1 - q_buffer;
-      evo::mbar_wait_sleep(smem.q_full(next_buffer), ((round + 1) >> 1) & 1);
-      wait_keys(num_kv_tiles);
-      turns.wait();
-      rescale();
-      issue_values(stage_of(last));
-      issue_scores(next_buffer, stage_of(num_kv_tiles));
-      turns.pass();
-      evo::wgmma_wait<1>();
-      evo::wgmma_fence_registers(acc);
-      release(smem.v_empty(stage_of(last)), lane);
-      epilogue();
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(s);
-      release(smem.k_empty(stage_of(num_kv_tiles)), lane);
-      row_max[0] = row_max[1] = evo::neg_inf();
-      row_sum[0] = row_sum[1] = 0.f;
-      softmax(next_piece, 0);
-      pack_probabilities();
-    } else {
-      turns.wait();
-      rescale();
-      issue_values(stage_of(last));
-      turns.pass();
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(acc);
-      release(smem.v_empty(stage_of(last)), lane);
-      epilogue();
-    }
-    kv_iter += num_kv_tiles;
-    ++round;
-    piece = next_piece;
-    have = have_next;
-    }
+""" + TILE.replace("QB", "0") + """    }
     if (!have) break;
     {
-    Piece next_piece;
-    const bool have_next = walk.next(next_piece);
-    constexpr int q_buffer = 1;
-    const int num_kv_tiles = piece.kv.count;
-
-    const auto issue_scores = [&](int buffer, int stage) {
-      evo::wgmma_attention_scores<BLOCK_N, HEAD_DIM, kBlockM, Elem>(s, smem.qb(buffer), wg_row0,
-                                                                    smem.k(stage));
-    };
-    const auto issue_values = [&](int stage) {
-      evo::wgmma_fence_registers(acc);
-      evo::wgmma_fence_registers(p);
-      evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p, smem.v(stage));
-    };
-    const auto softmax = [&](const Piece& pc, int j) {
-      const int n_start = (pc.kv.first + j) * BLOCK_N;
-      if (n_start + BLOCK_N > S_kv ||
-          (IS_CAUSAL && n_start + BLOCK_N - 1 > pc.m_tile * kBlockM + wg_row0)) {
-        evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(
-            s, S_kv - n_start - quad * 2, pc.m_tile * kBlockM + tile_row - n_start - quad * 2);
-      }
-      evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);
-    };
-    const auto pack_probabilities = [&] { evo::wgmma_attention_pack<BLOCK_N, Elem>(s, p); };
-    const auto rescale = [&] { evo::wgmma_attention_rescale<HEAD_DIM>(acc, alpha); };
-    const auto stage_of = [&](int j) { return (kv_iter + j) % STAGES; };
-    const auto full_parity = [&](int j) { return ((kv_iter + j) / STAGES) & 1; };
-    const auto wait_keys = [&](int j) {
-      evo::mbar_wait_sleep(smem.k_full(stage_of(j)), full_parity(j));
-    };
-    const auto wait_values = [&](int j) {
-      evo::mbar_wait_sleep(smem.v_full(stage_of(j)), full_parity(j));
-    };
-    // O of this tile, normalized, into this warpgroup's own rows of its Q buffer (read to the end
-    // by its Q K^T), and stored from there.
-    const auto epilogue = [&] {
-      const float inv[2] = {evo::wgmma_attention_normalizer(row_sum[0]),
-                            evo::wgmma_attention_normalizer(row_sum[1])};
-      const unsigned rows_at = smem.qb(q_buffer) + wg_row0 * 128;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = warp * 16 + group + 8 * h;
-#pragma unroll
-        for (int df = 0; df < HEAD_DIM / 8; ++df) {
-          evo::st_shared_b32(
-              rows_at + (df / 8) * kBlockM * 128 + evo::swizzle_128b(row, df % 8) + quad * 4,
-              evo::wgmma_attention_output_pair<Elem, HEAD_DIM>(acc, inv[h], h, df));
-        }
-      }
-      evo::fence_proxy_async_shared();
-      evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);
-      if (tid % 128 == 0) {
-        const int b = piece.bh / slots;
-        const int slot = piece.bh % slots;
-#pragma unroll
-        for (int cb = 0; cb < kColumnBlocks; ++cb) {
-          evo::tma_store_4d(o_map, rows_at + cb * kBlockM * 128, cb * 64,
-                            rows.position(piece.m_tile, wg_row0), rows.head(slot, wg_row0), b);
-        }
-        evo::bulk_commit_group();
-      }
-      store_pending = q_buffer;
-    };
-
-#pragma unroll
-    for (int i = 0; i < HEAD_DIM / 2; ++i) acc[i] = 0.f;
-    if (!carried) {
-      evo::mbar_wait_sleep(smem.q_full(q_buffer), (round >> 1) & 1);
-      wait_keys(0);
-      turns.wait();
-      issue_scores(q_buffer, stage_of(0));
-      turns.pass();
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(s);
-      release(smem.k_empty(stage_of(0)), lane);
-      row_max[0] = row_max[1] = evo::neg_inf();
-      row_sum[0] = row_sum[1] = 0.f;
-      softmax(piece, 0);
-      pack_probabilities();
-    }
-    for (int j = 1; j < num_kv_tiles; ++j) {
-      wait_keys(j);
-      wait_values(j - 1);
-      turns.wait();
-      issue_scores(q_buffer, stage_of(j));
-      if (RESCALE_UNDER_QK) rescale();
-      issue_values(stage_of(j - 1));
-      turns.pass();
-      evo::wgmma_wait<1>();
-      evo::wgmma_fence_registers(s);
-      release(smem.k_empty(stage_of(j)), lane);
-      softmax(piece, j);
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(acc);
-      evo::wgmma_fence_registers(p);
-      release(smem.v_empty(stage_of(j - 1)), lane);
-      if (!RESCALE_UNDER_QK) rescale();
-      pack_probabilities();
-      if (j == 1) release_stored();
-    }
-    release_stored();
-    const int last = num_kv_tiles - 1;
-    wait_values(last);
-    carried = have_next;
-    // Each path straight: ptxas serializes every wgmma where a conditional issue leaves it
-    // unsure which scores are in flight.
-    if (carried) {
-      constexpr int next_buffer = 1 - q_buffer;
-      evo::mbar_wait_sleep(smem.q_full(next_buffer), ((round + 1) >> 1) & 1);
-      wait_keys(num_kv_tiles);
-      turns.wait();
-      rescale();
-      issue_values(stage_of(last));
-      issue_scores(next_buffer, stage_of(num_kv_tiles));
-      turns.pass();
-      evo::wgmma_wait<1>();
-      evo::wgmma_fence_registers(acc);
-      release(smem.v_empty(stage_of(last)), lane);
-      epilogue();
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(s);
-      release(smem.k_empty(stage_of(num_kv_tiles)), lane);
-      row_max[0] = row_max[1] = evo::neg_inf();
-      row_sum[0] = row_sum[1] = 0.f;
-      softmax(next_piece, 0);
-      pack_probabilities();
-    } else {
-      turns.wait();
-      rescale();
-      issue_values(stage_of(last));
-      turns.pass();
-      evo::wgmma_wait<0>();
-      evo::wgmma_fence_registers(acc);
-      release(smem.v_empty(stage_of(last)), lane);
-      epilogue();
-    }
-    kv_iter += num_kv_tiles;
-    ++round;
-    piece = next_piece;
-    have = have_next;
-    }
+""" + TILE.replace("QB", "1") + r"""    }
   }
   // Shared memory must outlive the stores that read it.
   if (tid % 128 == 0) evo::bulk_wait_group<0>();
