@@ -16,8 +16,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from template_copy import TemplateCopy
 
 copy = TemplateCopy.from_argv()
+PEEL = os.environ.get("PEEL", "0")
 patch = copy.patch
-copy.before_namespace("""static_assert(PERSISTENT && !STREAM_K && SPLITS == 1 && TMA_STORE && INTRA_OVERLAP &&
+copy.before_namespace("#define PEEL_FIRST " + PEEL + "\n" + """static_assert(PERSISTENT && !STREAM_K && SPLITS == 1 && TMA_STORE && INTRA_OVERLAP &&
                   PINGPONG && !PACK_GQA && !KV_INTERLEAVE && !LAST_CTA_COMBINES,
               "the deferred-epilogue copy needs PERSISTENT, TMA_STORE, INTRA_OVERLAP, PINGPONG, "
               "one split, no STREAM_K, PACK_GQA or KV_INTERLEAVE");
@@ -134,7 +135,9 @@ TILE = r"""    Piece next_piece;
       softmax(piece, 0);
       pack_probabilities();
     }
-    for (int j = 1; j < num_kv_tiles; ++j) {
+    // One KV tile of the loop. The first is peeled (PEEL=1) so that the release of the last
+    // tile's Q buffer stays out of the loop.
+    const auto kv_step = [&](int j) {
       wait_keys(j);
       wait_values(j - 1);
       turns.wait();
@@ -152,9 +155,18 @@ TILE = r"""    Piece next_piece;
       release(smem.v_empty(stage_of(j - 1)), lane);
       if (!RESCALE_UNDER_QK) rescale();
       pack_probabilities();
-      if (j == 1) release_stored();
+    };
+    if (PEEL_FIRST) {
+      if (num_kv_tiles > 1) kv_step(1);
+      release_stored();
+      for (int j = 2; j < num_kv_tiles; ++j) kv_step(j);
+    } else {
+      for (int j = 1; j < num_kv_tiles; ++j) {
+        kv_step(j);
+        if (j == 1) release_stored();
+      }
+      release_stored();
     }
-    release_stored();
     const int last = num_kv_tiles - 1;
     wait_values(last);
     carried = have_next;
