@@ -134,6 +134,11 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     return summary;
   };
 
+  // A generation's size once `spent` candidates of the budget are taken: the last one is cut to
+  // what is left.
+  const auto generation_count = [&spec](int64_t spent) {
+    return static_cast<int>(std::min<int64_t>(spec.generation_size, spec.budget - spent));
+  };
   for (;;) {
     std::vector<CandidateRecord> candidates = store_.Candidates(run_id_);
     const int64_t evaluated = ReachedGates(candidates);
@@ -150,10 +155,8 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
         return finish(StopReason::kPatience);
       }
       ++generation;
-      const int count =
-          static_cast<int>(std::min<int64_t>(spec.generation_size, spec.budget - evaluated));
-      const std::vector<Proposal> proposals =
-          evolution.Propose(generation, count, candidates, store_.EliteByScore(run_id_));
+      const std::vector<Proposal> proposals = evolution.Propose(
+          generation, generation_count(evaluated), candidates, store_.EliteByScore(run_id_));
       if (proposals.empty()) return finish(StopReason::kExhausted);
       std::vector<std::pair<std::string, Proposal>> entries;
       for (const Proposal& proposal : proposals) {
@@ -168,16 +171,14 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     std::vector<Genome> upcoming;
     for (const CandidateRecord& c : pending) upcoming.push_back(c.proposal.genome);
     evaluator_.Prefetch(upcoming);
-    const int64_t next_count = std::min<int64_t>(
-        spec.generation_size, spec.budget - evaluated - static_cast<int64_t>(pending.size()));
+    const int next_count = generation_count(evaluated + static_cast<int64_t>(pending.size()));
     // Planned beside the measurements: a guess must not hold back the GPU's first candidate,
     // which its compile may have ready already. Evolution is used by this thread alone until
     // the guesses are joined, before the next generation is proposed.
     std::future<void> guesses;
     if (options_.compile_ahead && next_count > 0) {
       guesses = std::async(std::launch::async, [&, elite = store_.EliteByScore(run_id_)] {
-        evaluator_.Speculate(
-            evolution.Speculate(generation + 1, static_cast<int>(next_count), candidates, elite));
+        evaluator_.Speculate(evolution.Speculate(generation + 1, next_count, candidates, elite));
       });
     }
     int64_t done = evaluated;

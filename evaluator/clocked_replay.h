@@ -32,8 +32,6 @@ class ClockedReplay final : public CandidateEvaluator {
   GpuVerdict Remeasure(int lane, const Genome& genome) override;
   std::string RetimingUnavailable() const override { return replay_->RetimingUnavailable(); }
 
-  ReplayEvaluator& replay() { return *replay_; }
-
  private:
   PipelineClock::Compiles CompileTimes(const std::vector<Genome>& genomes) const;
 

@@ -32,7 +32,6 @@ class PipelineClock {
   // The GPU measures a configuration again (its cubin is kept): returns when it is done.
   double Remeasure(double gpu_seconds);
 
-  double now() const { return gpu_free_; }
   // Whether the configuration's compile was started by Speculate (and not dropped).
   bool Speculated(const Genome& genome) const;
 
