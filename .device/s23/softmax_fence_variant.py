@@ -7,19 +7,21 @@ schedule across keeps the maximum, the exponentials and the sums before the wait
 follows it.
 
 OUT KNOB=VALUE...; FENCE=bar (a named barrier of the warpgroup's 128 threads, the epilogue's) or
-FENCE=warp (__syncwarp)."""
+FENCE=warp (__syncwarp); FENCE=none: the template itself, copied the same way."""
 import os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from template_copy import TemplateCopy
 
 FENCES = {
+    "none": None,
     "bar": "evo::named_barrier_sync<128>(kEpilogueBarrier + consumer);",
     "warp": "__syncwarp();",
 }
 fence = FENCES[os.environ.get("FENCE", "bar")]
 copy = TemplateCopy.from_argv()
-copy.patch("""          softmax(j, alpha);
+if fence:
+    copy.patch("""          softmax(j, alpha);
           evo::wgmma_wait<0>();""", f"""          softmax(j, alpha);
           {fence}  // the softmax stays before the wait for P V
           evo::wgmma_wait<0>();""")
