@@ -42,7 +42,8 @@ case "$template" in
     # At D=128 some knobs need a partner to fit: the base's shared memory is nearly full.
     variants=("" "NUM_CONSUMERS=3 BLOCK_N=64" "NUM_CONSUMERS=1 PINGPONG=0" "BLOCK_N=64"
       "BLOCK_N=176 TMA_STORE=0" "STAGES=1" "STAGES=3 BLOCK_N=96" "FAST_EXP=0" "PINGPONG=0"
-      "INTRA_OVERLAP=0" "PERSISTENT=1" "TMA_STORE=0" "PRODUCER_REGS=56" "RESCALE_UNDER_QK=1")
+      "INTRA_OVERLAP=0" "PERSISTENT=1" "TMA_STORE=0" "PRODUCER_REGS=56" "RESCALE_UNDER_QK=1"
+      "SOFTMAX_WARP_SYNC=1")
     ;;
   *) echo "sass-knobs: no knob list for template '$template'" >&2; exit 2 ;;
 esac

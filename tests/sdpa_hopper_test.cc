@@ -73,6 +73,7 @@ const SplitCase kSplitCases[] = {
      {2, 32, 8, 3, 5000, 128, 0, 0}},
     {"KV_INTERLEAVE=1 PINGPONG=0 BLOCK_N=64 TMA_STORE=0 RESCALE_UNDER_QK=1",
      {1, 4, 4, 300, 2000, 256, 1, 0}},
+    {"KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1 SOFTMAX_WARP_SYNC=1", {2, 8, 2, 16, 1000, 128, 0, 1}},
 };
 
 // STREAM_K settings, each with a problem (as kSplitCases) whose tiles are not a whole number of
@@ -90,6 +91,10 @@ const SplitCase kStreamKCases[] = {
     {"PERSISTENT=1 STREAM_K=1 STAGES=1 BLOCK_N=96", {1, 1, 1, 1, 4096, 64, 0, 0}},
     {"PERSISTENT=1 STREAM_K=1 BLOCK_N=160 TMA_STORE=0 PINGPONG=0",
      {4, 16, 16, 4096, 4096, 128, 0, 1}},
+    // Causal, this one spills 8 bytes with SOFTMAX_WARP_SYNC (and none without): the compile
+    // gate refuses it there.
+    {"PERSISTENT=1 STREAM_K=1 BLOCK_N=160 RESCALE_UNDER_QK=1 SOFTMAX_WARP_SYNC=1",
+     {3, 5, 5, 1500, 1300, 128, 0, 1}},
 };
 
 // The problem a SplitCase is meant for.
@@ -124,6 +129,7 @@ std::vector<SampledConfiguration> CoveringSample() {
       {"BLOCK_N=64 NUM_CONSUMERS=3 PERSISTENT=1 STAGES=4", {128, 64}},
       {"NUM_CONSUMERS=3 PERSISTENT=1 TMA_STORE=0", {64, 64}},
       {"KV_INTERLEAVE=1 PINGPONG=0 BLOCK_N=96 INTRA_OVERLAP=0", {128, 64}},
+      {"BLOCK_N=160 PERSISTENT=1 STREAM_K=1 RESCALE_UNDER_QK=1 SOFTMAX_WARP_SYNC=1", {128, 64}},
       {"BLOCK_N=256 NUM_CONSUMERS=1 PINGPONG=0 INTRA_OVERLAP=0 STAGES=1", {64, 128}},
   };
   std::vector<SampledConfiguration> sample;
@@ -238,6 +244,7 @@ TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations wit
       {"STREAM_K=1", 2, 4096, "stream_k_needs_persistent"},
       {"STREAM_K=1 PERSISTENT=1 SPLITS=2 TMA_STORE=0", 2, 4096, "stream_k_needs_one_split"},
       {"RESCALE_UNDER_QK=1 INTRA_OVERLAP=0", 2, 4096, "rescale_under_qk_needs_intra_overlap"},
+      {"SOFTMAX_WARP_SYNC=1 INTRA_OVERLAP=0", 2, 4096, "softmax_warp_sync_needs_intra_overlap"},
       {"KV_INTERLEAVE=1 NUM_CONSUMERS=1 PINGPONG=0", 2, 4096, "kv_interleave_needs_two_consumers"},
       {"KV_INTERLEAVE=1", 2, 4096, "kv_interleave_without_turns"},
       {"KV_INTERLEAVE=1 PINGPONG=0 PERSISTENT=1 STREAM_K=1", 2, 4096,

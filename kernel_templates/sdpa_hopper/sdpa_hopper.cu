@@ -53,13 +53,15 @@
 //
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, RESCALE_UNDER_QK,
 // PERSISTENT, TMA_STORE, PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, STREAM_K,
-// KV_INTERLEAVE) and problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are prepended by evo.
+// KV_INTERLEAVE, SOFTMAX_WARP_SYNC) and problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are
+// prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
     !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) ||  \
-    !defined(STREAM_K) || !defined(RESCALE_UNDER_QK) || !defined(KV_INTERLEAVE)
+    !defined(STREAM_K) || !defined(RESCALE_UNDER_QK) || !defined(KV_INTERLEAVE) ||                 \
+    !defined(SOFTMAX_WARP_SYNC)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -78,8 +80,10 @@
 #include "evo/wgmma_attention.cuh"
 
 EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16,
-                 PACK_GQA, LAST_CTA_COMBINES, STREAM_K, RESCALE_UNDER_QK, KV_INTERLEAVE);
+                 PACK_GQA, LAST_CTA_COMBINES, STREAM_K, RESCALE_UNDER_QK, KV_INTERLEAVE,
+                 SOFTMAX_WARP_SYNC);
 static_assert(RESCALE_UNDER_QK == 0 || INTRA_OVERLAP, "RESCALE_UNDER_QK needs INTRA_OVERLAP");
+static_assert(SOFTMAX_WARP_SYNC == 0 || INTRA_OVERLAP, "SOFTMAX_WARP_SYNC needs INTRA_OVERLAP");
 static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS must be in [1, 32]");
 static_assert(LAST_CTA_COMBINES == 0 || SPLITS > 1, "LAST_CTA_COMBINES needs SPLITS > 1");
 static_assert(STREAM_K == 0 || (PERSISTENT && SPLITS == 1),
@@ -666,6 +670,11 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           release(smem.k_empty(stage_of(j)), lane);
           if (last_of_mine(j)) release(smem.q_empty(), lane);
           softmax(j, alpha);
+          // SOFTMAX_WARP_SYNC: a warp barrier here changes how ptxas orders the softmax against
+          // the wait for P V (both rows' maxima before the exponentials). Under ncu at
+          // 4,16,4096,128 it kept the tensor pipe about a point busier at BLOCK_N = 160 and a few
+          // tenths less at 128, so the search decides.
+          if (SOFTMAX_WARP_SYNC) __syncwarp();
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(acc);
           evo::wgmma_fence_registers(p);
