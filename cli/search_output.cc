@@ -27,6 +27,15 @@ std::string OptionalId(const std::optional<int64_t>& id) { return id ? std::to_s
 
 // A timing's throughput: TFLOP/s where the template counts flops, GB/s where it counts only
 // bytes (a bandwidth-bound kernel), both where it counts both.
+// The clock a timing ran at: averaged over its timed launches (with its cycles per call), or in
+// older records the one read right after them.
+std::string ClockText(const TimingFigures& t) {
+  if (const std::optional<double> cycles = MedianCycles(t)) {
+    return fmt::format(" at {:.0f} MHz, {:.1f} k SM cycles", t.mean_sm_clock_mhz, *cycles / 1000);
+  }
+  return t.sm_clock_mhz > 0 ? fmt::format(" at {:.0f} MHz", t.sm_clock_mhz) : "";
+}
+
 std::string Throughput(const TimingFigures& t) {
   if (t.gbps > 0 && t.tflops > 0)
     return fmt::format("{:.1f} TFLOP/s, {:.1f} GB/s", t.tflops, t.gbps);
@@ -87,9 +96,14 @@ Json CandidateToJson(const CandidateRecord& c) {
   }
   if (c.confirmation) json["confirmation"] = TimingFiguresToJson(*c.confirmation);
   if (const auto score = c.score_us()) json["score_us"] = *score;
+  if (const TimingFigures* scoring = c.scoring_timing()) {
+    if (const auto cycles = MedianCycles(*scoring)) json["score_cycles"] = *cycles;
+  }
   if (c.side_by_side) {
     json["side_by_side"] = {{"retiming", c.side_by_side->retiming_id},
                             {"median_us", c.side_by_side->median_us},
+                            {"ranked_by", ToString(c.side_by_side->ranking)},
+                            {"ranked_median", c.side_by_side->ranked_median},
                             {"timings", c.side_by_side->timings},
                             {"timed", c.side_by_side->timed}};
   }
@@ -157,24 +171,33 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
       std::any_of(elite.begin(), elite.end(),
                   [](const CandidateRecord& c) { return c.scoring_timing()->gbps > 0; });
   const std::optional<SideBySide>& retimed = elite.front().side_by_side;
+  const bool by_cycles =
+      retimed ? retimed->ranking == Ranking::kCycles : RankingOf(elite) == Ranking::kCycles;
   if (retimed) {
     text += fmt::format(
         "  ordered by the side-by-side re-timing {} ({} timings of each member{}, {}): the "
-        "median of each member's timings{}\n",
+        "median of each member's timings{}{}\n",
         retimed->retiming_id, retimed->timings,
         retimed->gpu ? fmt::format(" on GPU {}", retimed->gpu->ordinal) : "", retimed->finished_at,
+        by_cycles ? " in SM cycles" : "",
         static_cast<size_t>(retimed->timed) > elite.size()
             ? fmt::format("; the {} fastest of the {} it timed (the score's elite and close "
                           "contenders)",
                           elite.size(), retimed->timed)
             : "");
   } else if (elite.size() > 1) {
-    text += "  ordered by score (these members were not re-timed side by side)\n";
+    text += fmt::format("  ordered by score{} (these members were not re-timed side by side)\n",
+                        by_cycles ? " in SM cycles" : "");
   }
-  text +=
-      fmt::format("{:>4}  {:>9}  {:>10}  {:>12}  {:>10}  {:>10}  {:>15}  {:>8}  {:>4}  {:>9}  {}\n",
-                  "rank", "candidate", "score us", "side-by-side", "first us", "second us",
-                  "p10..p90 us", bandwidth ? "GB/s" : "TFLOP/s", "regs", "smem KiB", "knobs");
+  if (by_cycles) {
+    text +=
+        "  (SM cycles per call: the median time at the SM clock averaged over the same timed "
+        "launches, which the clock's drift with the GPU's power and heat does not move)\n";
+  }
+  text += fmt::format(
+      "{:>4}  {:>9}  {:>10}  {:>11}  {:>12}  {:>10}  {:>10}  {:>15}  {:>8}  {:>4}  {:>9}  {}\n",
+      "rank", "candidate", "score us", "score kcyc", "side-by-side", "first us", "second us",
+      "p10..p90 us", bandwidth ? "GB/s" : "TFLOP/s", "regs", "smem KiB", "knobs");
   int rank = 0;
   for (const CandidateRecord& c : elite) {
     // The score is the slower median; its spread and throughput are shown beside it.
@@ -182,10 +205,11 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
     const TimingFigures* first = c.outcome.timing();
     const int64_t smem =
         (c.outcome.resources ? c.outcome.resources->smem_static : 0) + c.outcome.dynamic_smem;
+    const std::optional<double> cycles = MedianCycles(score);
     text += fmt::format(
-        "{:>4}  {:>9}  {:>10.2f}  {:>12}  {:>10.2f}  {:>10.2f}  {:>15}  {:>8.1f}  {:>4}  {:>9.1f}  "
-        "{}\n",
-        ++rank, c.id, score.median_us,
+        "{:>4}  {:>9}  {:>10.2f}  {:>11}  {:>12}  {:>10.2f}  {:>10.2f}  {:>15}  {:>8.1f}  {:>4}  "
+        "{:>9.1f}  {}\n",
+        ++rank, c.id, score.median_us, cycles ? fmt::format("{:.1f}", *cycles / 1000) : "-",
         c.side_by_side ? fmt::format("{:.2f}", c.side_by_side->median_us) : "-",
         first ? first->median_us : NAN, c.confirmation->median_us,
         fmt::format("{:.2f}..{:.2f}", score.p10_us, score.p90_us),
@@ -207,7 +231,11 @@ std::string RetimingsToText(int64_t candidate_id, const std::vector<Retiming>& r
     for (const RetimingTiming& t : retiming.timings) {
       if (t.candidate_id != candidate_id) continue;
       timings += fmt::format("{}{:.2f}", timings.empty() ? "" : ", ", t.timing.median_us);
-      if (t.timing.sm_clock_mhz > 0) timings += fmt::format(" ({:.0f} MHz)", t.timing.sm_clock_mhz);
+      if (t.timing.mean_sm_clock_mhz > 0) {
+        timings += fmt::format(" ({:.0f} MHz)", t.timing.mean_sm_clock_mhz);
+      } else if (t.timing.sm_clock_mhz > 0) {
+        timings += fmt::format(" ({:.0f} MHz)", t.timing.sm_clock_mhz);
+      }
     }
     text += fmt::format(
         "  side by side: median {:.2f} us in re-timing {} of {} candidates{} ({}): {} us{}\n",
@@ -288,7 +316,7 @@ std::string CandidateToText(const CandidateRecord& c) {
         "{}{}\n",
         label, t.median_us, t.p10_us, t.p90_us, t.min_us, t.repetitions, t.launches_per_repetition,
         t.settled ? "" : " (spread not settled)", t.l2_flushed ? ", L2 flushed" : "", Throughput(t),
-        t.sm_clock_mhz > 0 ? fmt::format(" at {:.0f} MHz", t.sm_clock_mhz) : "");
+        ClockText(t));
   };
   if (const TimingFigures* t = o.timing()) text += timing_line("timing:    ", *t);
   if (c.confirmation) text += timing_line("confirmed: ", *c.confirmation);

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "evaluator/cuda_driver.h"
 #include "evaluator/fp8_e4m3.h"
+#include "evaluator/percentile.h"
 
 namespace evo {
 namespace {
@@ -152,6 +153,21 @@ extern "C" __global__ void evo_clock_probe(unsigned long long spin_ns, double* k
   if (threadIdx.x == 0) *khz = (double)(c1 - c0) / (double)(t1 - t0) * 1e6;
 }
 
+// One stamp per SM: its cycle counter and the global timer (ns), from whichever of the CTAs
+// there reads them (CTAs sharing an SM read them within a microsecond of each other). Two stamps
+// around timed launches give the SM clock averaged over them, as the launches ran.
+extern "C" __global__ void evo_cycle_stamp(unsigned long long* stamps, unsigned slots) {
+  if (threadIdx.x != 0) return;
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  const unsigned long long cycles = clock64();
+  if (sm >= slots) return;
+  stamps[2 * sm] = cycles;
+  stamps[2 * sm + 1] = ns;
+}
+
 struct EvoCompareStats {
   double sum_abs_error;
   unsigned long long over;
@@ -289,6 +305,7 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
   checksum_ = module_->Function("evo_checksum");
   count_nonzero_ = module_->Function("evo_count_nonzero");
   clock_probe_ = module_->Function("evo_clock_probe");
+  cycle_stamp_ = module_->Function("evo_cycle_stamp");
 }
 
 void DeviceKernels::FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
@@ -496,6 +513,44 @@ double DeviceKernels::ReadClockMhz(const DeviceBuffer& result) {
   double khz = 0;
   result.Download(&khz, sizeof(khz));
   return khz / 1000;
+}
+
+CycleStamps::CycleStamps() : buffer_(kSlots * 2 * sizeof(uint64_t)) {}
+
+void CycleStamps::Clear(const Stream& stream) const {
+  CheckCuda(Driver().MemsetD8Async(buffer_.get(), 0, buffer_.bytes(), stream.get()),
+            "cuMemsetD8Async");
+}
+
+std::vector<uint64_t> CycleStamps::Read() const {
+  std::vector<uint64_t> stamps(kSlots * 2);
+  buffer_.Download(stamps.data(), stamps.size() * sizeof(uint64_t));
+  return stamps;
+}
+
+void DeviceKernels::EnqueueCycleStamp(const CycleStamps& stamps, int sm_count,
+                                      const Stream& stream) const {
+  CUdeviceptr pointer = stamps.buffer().get();
+  auto slots = static_cast<unsigned>(CycleStamps::kSlots);
+  std::vector<void*> args = {&pointer, &slots};
+  LaunchShape shape;
+  // A few CTAs per SM, so that every SM gets one whatever the block scheduler does.
+  shape.grid[0] = static_cast<unsigned>(std::max(sm_count, 1) * 4);
+  shape.block[0] = 32;
+  Launch(cycle_stamp_, shape, stream, args);
+}
+
+double MeanClockMhz(const std::vector<uint64_t>& before, const std::vector<uint64_t>& after) {
+  std::vector<double> mhz;
+  for (size_t sm = 0; sm + 1 < std::min(before.size(), after.size()); sm += 2) {
+    const uint64_t c0 = before[sm], t0 = before[sm + 1], c1 = after[sm], t1 = after[sm + 1];
+    // An SM no CTA reached keeps its zeros; a counter that did not advance is no figure.
+    if (t0 == 0 || t1 == 0 || t1 <= t0 || c1 <= c0) continue;
+    mhz.push_back(static_cast<double>(c1 - c0) / static_cast<double>(t1 - t0) * 1000.0);
+  }
+  if (mhz.empty()) return 0;
+  std::sort(mhz.begin(), mhz.end());
+  return Percentile(mhz, 0.5);
 }
 
 }  // namespace evo

@@ -28,6 +28,26 @@ struct ComparisonStats {
 // evo's own GPU helpers for the gates: N(0,1) (or uniform) inputs from a counter-based generator
 // (the same seed gives the same tensor on any GPU), and the output comparison, reduced on the GPU
 // so that large outputs never cross PCIe. Compiled once per worker for the device's arch.
+// Where evo_cycle_stamp writes: each SM's cycle counter and the global timer, one pair per SM.
+class CycleStamps {
+ public:
+  static constexpr size_t kSlots = 1024;  // past any SM id a GPU has
+  CycleStamps();
+  // Zeroes the stamps in stream order, so that an SM no CTA reaches reads as absent.
+  void Clear(const Stream& stream) const;
+  // Every slot's (cycles, ns) pair, flattened; read once the stream has passed the stamp.
+  std::vector<uint64_t> Read() const;
+  const DeviceBuffer& buffer() const { return buffer_; }
+
+ private:
+  DeviceBuffer buffer_;
+};
+
+// The SM clock in MHz averaged between two stamps (CycleStamps::Read of each): the median over
+// the SMs stamped in both of their cycles over the global timer's ns. 0 when no SM was stamped
+// in both, or no time passed between them.
+double MeanClockMhz(const std::vector<uint64_t>& before, const std::vector<uint64_t>& after);
+
 class DeviceKernels {
  public:
   DeviceKernels(Compiler& compiler, const std::string& arch);
@@ -62,6 +82,9 @@ class DeviceKernels {
   // ReadClockMhz reads it once the stream has passed it.
   void EnqueueClockProbe(const DeviceBuffer& result, double spin_us, const Stream& stream) const;
   static double ReadClockMhz(const DeviceBuffer& result);
+  // Enqueues a stamp of every SM's cycle counter and the global timer into `stamps`; a stamp
+  // before timed launches and one after them give the clock they ran at (MeanClockMhz).
+  void EnqueueCycleStamp(const CycleStamps& stamps, int sm_count, const Stream& stream) const;
 
  private:
   std::unique_ptr<Module> module_;
@@ -78,6 +101,7 @@ class DeviceKernels {
   CUfunction checksum_ = nullptr;
   CUfunction count_nonzero_ = nullptr;
   CUfunction clock_probe_ = nullptr;
+  CUfunction cycle_stamp_ = nullptr;
 };
 
 // The CUDA source of the helpers, for tests that compile it on machines without a GPU.

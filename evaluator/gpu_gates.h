@@ -37,6 +37,10 @@ struct TimingFigures {
   double gbps = 0;              // at the median (1e9 bytes/s); 0 when the manifest has no bytes
   bool recheck_passed = false;  // the output after timing still matches the reference
   double sm_clock_mhz = 0;      // measured right after the timed launches; 0 in older records
+  // The SM clock averaged over the timed launches: every SM's cycles over the global timer
+  // between stamps right before the first timed batch and right after the last. 0 in older
+  // records and where no SM was stamped twice.
+  double mean_sm_clock_mhz = 0;
 };
 
 struct TimingOptions {

@@ -42,6 +42,8 @@ nlohmann::json GpuVerdictToJson(const GpuVerdict& verdict) {
                       {"sm_clock_mhz", t.sm_clock_mhz}};
     // Only templates with a bytes formula have a bandwidth; the others' verdicts stay as they were.
     if (t.gbps > 0) json["timing"]["gbps"] = t.gbps;
+    // Likewise the mean clock: verdicts from before it was measured stay byte for byte.
+    if (t.mean_sm_clock_mhz > 0) json["timing"]["mean_sm_clock_mhz"] = t.mean_sm_clock_mhz;
   }
   return json;
 }
@@ -86,6 +88,7 @@ GpuVerdict GpuVerdictFromJson(const nlohmann::json& json) {
     // Recordings made before the gate read the SM clock carry none.
     timing.sm_clock_mhz = t.value("sm_clock_mhz", 0.0);
     timing.gbps = t.value("gbps", 0.0);
+    timing.mean_sm_clock_mhz = t.value("mean_sm_clock_mhz", 0.0);
     verdict.timing = timing;
   }
   return verdict;

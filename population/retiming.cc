@@ -24,6 +24,26 @@ std::map<int64_t, double> Retiming::Medians() const {
   return medians;
 }
 
+Ranking Retiming::ranking() const {
+  std::vector<const TimingFigures*> all;
+  for (const RetimingTiming& t : timings) all.push_back(&t.timing);
+  return RankingFor(all);
+}
+
+std::map<int64_t, double> Retiming::RankedMedians() const {
+  const Ranking by = ranking();
+  std::map<int64_t, std::vector<double>> samples;
+  for (const RetimingTiming& t : timings) {
+    samples[t.candidate_id].push_back(RankedMedian(t.timing, by));
+  }
+  std::map<int64_t, double> medians;
+  for (auto& [candidate, values] : samples) {
+    std::sort(values.begin(), values.end());
+    medians[candidate] = Percentile(values, 0.5);
+  }
+  return medians;
+}
+
 std::map<int64_t, int> Retiming::Counts() const {
   std::map<int64_t, int> counts;
   for (const RetimingTiming& t : timings) ++counts[t.candidate_id];
@@ -43,9 +63,11 @@ std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>
   const size_t extra = std::max<size_t>(size, 2);
   std::vector<CandidateRecord> ranked = SelectElite(candidates, static_cast<int>(size + extra));
   if (ranked.size() <= size) return ranked;
-  const double bound = *ranked[size - 1].score_us() * (1 + kContenderMargin);
+  // The margin applies in the unit the elite was chosen by.
+  const Ranking ranking = RankingOf(candidates);
+  const double bound = *ranked[size - 1].score(ranking) * (1 + kContenderMargin);
   size_t keep = size;
-  while (keep < ranked.size() && *ranked[keep].score_us() <= bound) ++keep;
+  while (keep < ranked.size() && *ranked[keep].score(ranking) <= bound) ++keep;
   ranked.resize(keep);
   return ranked;
 }
@@ -62,11 +84,14 @@ std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elit
     if (members.count(c.id) == 0) return elite;
   }
   const std::map<int64_t, double> medians = retiming->Medians();
+  const std::map<int64_t, double> ranked = retiming->RankedMedians();
   const std::map<int64_t, int> counts = retiming->Counts();
   for (CandidateRecord& c : retimed) {
     SideBySide figure;
     figure.retiming_id = retiming->id;
     figure.median_us = medians.at(c.id);
+    figure.ranking = retiming->ranking();
+    figure.ranked_median = ranked.at(c.id);
     figure.timings = counts.at(c.id);
     figure.timed = static_cast<int>(members.size());
     figure.gpu = retiming->gpu;
@@ -76,7 +101,7 @@ std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elit
   // Stable: equal medians keep the score's order.
   std::stable_sort(retimed.begin(), retimed.end(),
                    [](const CandidateRecord& a, const CandidateRecord& b) {
-                     return a.side_by_side->median_us < b.side_by_side->median_us;
+                     return a.side_by_side->ranked_median < b.side_by_side->ranked_median;
                    });
   retimed.resize(elite.size());
   return retimed;

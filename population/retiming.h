@@ -37,6 +37,10 @@ struct Retiming {
   std::set<int64_t> Members() const;
   // The median of each member's timings (each timing's own median_us).
   std::map<int64_t, double> Medians() const;
+  // What the members are compared by: cycles when every timing has its mean clock (ranking.h).
+  Ranking ranking() const;
+  // The median of each member's timings as ranking() compares them: what orders the elite.
+  std::map<int64_t, double> RankedMedians() const;
   // How many timings each member had.
   std::map<int64_t, int> Counts() const;
 };

@@ -22,7 +22,7 @@ TEST_CASE("the gates' own kernels compile for every target", "[nvrtc]") {
     REQUIRE(compiled.ok);
     for (const char* entry :
          {"evo_fill_normal_f16", "evo_fill_normal_f32", "evo_fill_normal_fp8e4m3",
-          "evo_fill_uniform_f32", "evo_compare_f16", "evo_compare_f32"}) {
+          "evo_fill_uniform_f32", "evo_compare_f16", "evo_compare_f32", "evo_cycle_stamp"}) {
       CHECK(FindKernel(compiled.kernels, entry) != nullptr);
     }
   }

@@ -26,7 +26,11 @@
 //   --hang-every N           hang on every Nth evaluation of this process
 //   --log PATH               append "DEVICE GENOME" for every evaluation, before it behaves
 //   --drift-us X             a GPU that warms: every evaluation of this process measures X us
-//                            more than the one before it (the Nth adds N * X to the median)
+//                            more than the one before it (the Nth adds N * X to the median), at
+//                            an unchanged clock (a drift that cycles do not explain)
+//   --clock-drift-mhz X      a GPU whose clock falls: the Nth evaluation of this process runs
+//                            at 1755 - N * X MHz, its median scaled by 1755 over that clock (the
+//                            same cycles at any clock); the timing carries the clock
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -65,6 +69,7 @@ struct Flags {
   long hang_every = 0;
   std::string log;
   double drift_us = 0;
+  double clock_drift_mhz = 0;
 };
 
 [[noreturn]] void HangForever() {
@@ -160,10 +165,11 @@ bool Matches(const json& genome,
 }
 
 // As evo's GpuVerdictToJson writes one.
-json Verdict(const json& genome, double drift_us) {
+json Verdict(const json& genome, double drift_us, double clock_mhz) {
   const uint64_t hash = Hash(genome.dump());
   const bool correct = hash % 13 != 0;
-  const double median = 20.0 + static_cast<double>(hash % 1000) / 10.0 + drift_us;
+  const double median =
+      (20.0 + static_cast<double>(hash % 1000) / 10.0) * 1755.0 / clock_mhz + drift_us;
   json verdict = {{"status", correct ? "measured" : "incorrect"},
                   {"error", ""},
                   {"poisoned", false},
@@ -182,10 +188,10 @@ json Verdict(const json& genome, double drift_us) {
                     {"rtol", 0.01}}}};
   if (correct) {
     verdict["timing"] = {
-        {"median_us", median},     {"p10_us", median * 0.99}, {"p90_us", median * 1.01},
-        {"min_us", median * 0.98}, {"repetitions", 10},       {"launches_per_repetition", 1},
-        {"settled", true},         {"l2_flushed", false},     {"tflops", 100.0},
-        {"recheck_passed", true},  {"sm_clock_mhz", 1755.0}};
+        {"median_us", median},     {"p10_us", median * 0.99},   {"p90_us", median * 1.01},
+        {"min_us", median * 0.98}, {"repetitions", 10},         {"launches_per_repetition", 1},
+        {"settled", true},         {"l2_flushed", false},       {"tflops", 100.0},
+        {"recheck_passed", true},  {"sm_clock_mhz", clock_mhz}, {"mean_sm_clock_mhz", clock_mhz}};
   }
   return verdict;
 }
@@ -208,7 +214,8 @@ void EvaluateAsGates(uint64_t id, const json& payload, const Flags& flags, long 
       (flags.hang_every > 0 && evaluation % flags.hang_every == 0)) {
     HangForever();
   }
-  Ok(id, Verdict(genome, flags.drift_us * static_cast<double>(evaluation)));
+  Ok(id, Verdict(genome, flags.drift_us * static_cast<double>(evaluation),
+                 1755.0 - flags.clock_drift_mhz * static_cast<double>(evaluation)));
 }
 
 // "K=V,K=V" as one more condition.
@@ -263,6 +270,8 @@ int main(int argc, char** argv) {
       flags.log = argv[++i];
     } else if (flag == "--drift-us" && has_value) {
       flags.drift_us = std::atof(argv[++i]);
+    } else if (flag == "--clock-drift-mhz" && has_value) {
+      flags.clock_drift_mhz = std::atof(argv[++i]);
     } else {
       std::cerr << "fake worker: bad argument '" << flag << "'\n";
       return 2;

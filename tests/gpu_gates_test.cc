@@ -216,6 +216,11 @@ TEST_CASE("the performance gate times the real kernel and rechecks its output", 
     // The SM clock right after the timed launches, within what GPUs run at.
     CHECK(t.sm_clock_mhz > 200);
     CHECK(t.sm_clock_mhz < 4000);
+    // The clock averaged over the timed launches (every SM's cycle counter against the global
+    // timer) is a clock too, and near the one read right after them.
+    CHECK(t.mean_sm_clock_mhz > 200);
+    CHECK(t.mean_sm_clock_mhz < 4000);
+    CHECK(t.mean_sm_clock_mhz == Approx(t.sm_clock_mhz).epsilon(0.25));
   }
 }
 

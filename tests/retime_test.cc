@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "engine/search.h"
+#include "population/ranking.h"
 #include "population/retiming.h"
 #include "population/sqlite.h"
 #include "population/store.h"
@@ -543,6 +544,57 @@ TEST_CASE("retime: an interrupted search does not re-time", "[retime][search][gp
   CHECK(summary.reason == StopReason::kInterrupted);
   CHECK(!summary.retime);
   CHECK(run.store().Retimings(run.run_id()).empty());
+}
+
+TEST_CASE(
+    "a GPU whose clock falls as the search goes: candidates are ranked by their cycles, so the "
+    "elite is the fastest at any clock, confirmed, scored and re-timed alike",
+    "[retime][search][gpus]") {
+  // 6 MHz less with every evaluation: a kernel timed late reads up to a fifth slower in time.
+  const std::vector<std::string> falling = {"--clock-drift-mhz", "6"};
+  bool time_would_misorder = false;
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    INFO("seed " << seed);
+    FakeGpuRun run({falling}, seed, 32, 3);
+    const SearchSummary summary = run.Run();
+    REQUIRE(summary.reason == StopReason::kBudget);
+    const std::vector<CandidateRecord> candidates = run.store().Candidates(run.run_id());
+    REQUIRE(RankingOf(candidates) == Ranking::kCycles);
+    std::vector<CandidateRecord> scored;
+    const CandidateRecord* fastest = nullptr;  // by the clock-free median, of all measured
+    for (const CandidateRecord& c : candidates) {
+      if (c.score_us()) scored.push_back(c);
+      if (c.outcome.status == Status::kMeasured &&
+          (fastest == nullptr ||
+           BaseMedian(c.proposal.genome) < BaseMedian(fastest->proposal.genome))) {
+        fastest = &c;
+      }
+    }
+    REQUIRE(scored.size() >= 3);
+    const auto by = [](const auto& key) {
+      return [key](const CandidateRecord& a, const CandidateRecord& b) { return key(a) < key(b); };
+    };
+    std::vector<CandidateRecord> by_base = scored;
+    std::stable_sort(by_base.begin(), by_base.end(),
+                     by([](const CandidateRecord& c) { return BaseMedian(c.proposal.genome); }));
+    std::vector<CandidateRecord> by_time = scored;
+    std::stable_sort(by_time.begin(), by_time.end(),
+                     by([](const CandidateRecord& c) { return *c.score_us(); }));
+    by_base.resize(3);
+    by_time.resize(3);
+    // The confirmation and the score compare cycles: the fastest measured kernel leads the
+    // elite, and the elite is the three fastest scored.
+    REQUIRE(fastest != nullptr);
+    CHECK(run.store().EliteByScore(run.run_id()).front().id == fastest->id);
+    CHECK(Ids(run.store().EliteByScore(run.run_id())) == Ids(by_base));
+    // The side-by-side re-timing, timed as the clock kept falling, keeps that order.
+    REQUIRE(summary.retime);
+    CHECK(summary.retime->result == RetimeResult::kRetimed);
+    CHECK(Ids(run.store().Elite(run.run_id())) == Ids(by_base));
+    time_would_misorder = time_would_misorder || Ids(by_time) != Ids(by_base);
+  }
+  // Ranked by time, the same scores would have put another elite first.
+  CHECK(time_would_misorder);
 }
 
 }  // namespace

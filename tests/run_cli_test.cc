@@ -694,7 +694,7 @@ TEST_CASE(
   // Best first by the side-by-side median, the score beside it.
   const size_t first =
       elite.out.find("   1  " + std::string(9 - std::to_string(ids[2]).size(), ' ') +
-                     std::to_string(ids[2]) + "     3602.14       3460.30");
+                     std::to_string(ids[2]) + "     3602.14            -       3460.30");
   CHECK(first != std::string::npos);
 
   const auto json = nlohmann::json::parse(
