@@ -7,7 +7,6 @@
 #include "cli/command_support.h"
 #include "evaluator/gpu_verdict_json.h"
 #include "kernel_templates/configuration.h"
-#include "population/ranking.h"
 
 namespace evo::cli {
 namespace {
@@ -250,7 +249,7 @@ std::string VerdictToText(const GpuVerdict& verdict) {
                                t.l2_flushed ? ", L2 flushed" : ""));
     if (t.tflops > 0) line("throughput", fmt::format("{:.1f} TFLOP/s at the median", t.tflops));
     if (t.gbps > 0) line("bandwidth", fmt::format("{:.1f} GB/s at the median", t.gbps));
-    if (const std::optional<double> cycles = MedianCycles(t)) {
+    if (const std::optional<double> cycles = t.median_cycles()) {
       line("sm clock", fmt::format("{:.0f} MHz averaged over the timed launches: {:.1f} k SM "
                                    "cycles per call at the median",
                                    t.mean_sm_clock_mhz, *cycles / 1000));

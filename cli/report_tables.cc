@@ -75,18 +75,20 @@ std::string EliteTable(const ReportRun& report) {
     return html + "<p>Empty: no candidate has been measured and confirmed.</p>\n";
   }
   const std::optional<SideBySide>& retimed = report.elite.front().side_by_side;
-  html += retimed ? fmt::format(
-                        "<p>{}, the score being the slower of the first median and the "
-                        "confirming one; ranked by the median of {} side-by-side timings each "
-                        "(re-timing {}, {}) (microseconds, p10..p90 in brackets).</p>\n",
-                        static_cast<size_t>(retimed->timed) > report.elite.size()
-                            ? fmt::format("The fastest {} of the {} candidates re-timed side by "
-                                          "side (the score's elite and close contenders)",
-                                          report.elite.size(), retimed->timed)
-                            : std::string("Members by score"),
-                        retimed->timings, retimed->retiming_id, HtmlEscape(retimed->finished_at))
-                  : "<p>Ranked by the score, the slower of the first median and the confirming "
-                    "one (microseconds, p10..p90 in brackets).</p>\n";
+  html += retimed
+              ? fmt::format(
+                    "<p>{}, the score being the slower of the first median and the "
+                    "confirming one; ranked by the median of {} side-by-side timings each "
+                    "(re-timing {}, {}) (microseconds, p10..p90 in brackets).</p>\n",
+                    static_cast<size_t>(retimed->timed) > report.elite.size()
+                        ? fmt::format(
+                              "The fastest {} of the {} candidates re-timed side by "
+                              "side (the score's elite, close contenders and the fewest SM cycles)",
+                              report.elite.size(), retimed->timed)
+                        : std::string("Members by score"),
+                    retimed->timings, retimed->retiming_id, HtmlEscape(retimed->finished_at))
+              : "<p>Ranked by the score, the slower of the first median and the confirming "
+                "one (microseconds, p10..p90 in brackets).</p>\n";
   html += "<div class=\"wide\"><table class=\"elite\">\n";
   html += Header({"rank", "candidate", "generation", "made by", "genome", "first median",
                   "confirming median", "score", "side by side", "TFLOP/s", "registers",

@@ -30,7 +30,7 @@ std::string OptionalId(const std::optional<int64_t>& id) { return id ? std::to_s
 // The clock a timing ran at: averaged over its timed launches (with its cycles per call), or in
 // older records the one read right after them.
 std::string ClockText(const TimingFigures& t) {
-  if (const std::optional<double> cycles = MedianCycles(t)) {
+  if (const std::optional<double> cycles = t.median_cycles()) {
     return fmt::format(" at {:.0f} MHz, {:.1f} k SM cycles", t.mean_sm_clock_mhz, *cycles / 1000);
   }
   return t.sm_clock_mhz > 0 ? fmt::format(" at {:.0f} MHz", t.sm_clock_mhz) : "";
@@ -96,14 +96,10 @@ Json CandidateToJson(const CandidateRecord& c) {
   }
   if (c.confirmation) json["confirmation"] = TimingFiguresToJson(*c.confirmation);
   if (const auto score = c.score_us()) json["score_us"] = *score;
-  if (const TimingFigures* scoring = c.scoring_timing()) {
-    if (const auto cycles = MedianCycles(*scoring)) json["score_cycles"] = *cycles;
-  }
+  if (const auto cycles = c.score_cycles()) json["score_cycles"] = *cycles;
   if (c.side_by_side) {
     json["side_by_side"] = {{"retiming", c.side_by_side->retiming_id},
                             {"median_us", c.side_by_side->median_us},
-                            {"ranked_by", ToString(c.side_by_side->ranking)},
-                            {"ranked_median", c.side_by_side->ranked_median},
                             {"timings", c.side_by_side->timings},
                             {"timed", c.side_by_side->timed}};
   }
@@ -171,28 +167,19 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
       std::any_of(elite.begin(), elite.end(),
                   [](const CandidateRecord& c) { return c.scoring_timing()->gbps > 0; });
   const std::optional<SideBySide>& retimed = elite.front().side_by_side;
-  const bool by_cycles =
-      retimed ? retimed->ranking == Ranking::kCycles : RankingOf(elite) == Ranking::kCycles;
   if (retimed) {
     text += fmt::format(
         "  ordered by the side-by-side re-timing {} ({} timings of each member{}, {}): the "
-        "median of each member's timings{}{}\n",
+        "median of each member's timings{}\n",
         retimed->retiming_id, retimed->timings,
         retimed->gpu ? fmt::format(" on GPU {}", retimed->gpu->ordinal) : "", retimed->finished_at,
-        by_cycles ? " in SM cycles" : "",
         static_cast<size_t>(retimed->timed) > elite.size()
-            ? fmt::format("; the {} fastest of the {} it timed (the score's elite and close "
-                          "contenders)",
+            ? fmt::format("; the {} fastest of the {} it timed (the score's elite, close "
+                          "contenders and the fewest SM cycles)",
                           elite.size(), retimed->timed)
             : "");
   } else if (elite.size() > 1) {
-    text += fmt::format("  ordered by score{} (these members were not re-timed side by side)\n",
-                        by_cycles ? " in SM cycles" : "");
-  }
-  if (by_cycles) {
-    text +=
-        "  (SM cycles per call: the median time at the SM clock averaged over the same timed "
-        "launches, which the clock's drift with the GPU's power and heat does not move)\n";
+    text += "  ordered by score (these members were not re-timed side by side)\n";
   }
   text += fmt::format(
       "{:>4}  {:>9}  {:>10}  {:>11}  {:>12}  {:>10}  {:>10}  {:>15}  {:>8}  {:>4}  {:>9}  {}\n",
@@ -205,7 +192,7 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
     const TimingFigures* first = c.outcome.timing();
     const int64_t smem =
         (c.outcome.resources ? c.outcome.resources->smem_static : 0) + c.outcome.dynamic_smem;
-    const std::optional<double> cycles = MedianCycles(score);
+    const std::optional<double> cycles = c.score_cycles();
     text += fmt::format(
         "{:>4}  {:>9}  {:>10.2f}  {:>11}  {:>12}  {:>10.2f}  {:>10.2f}  {:>15}  {:>8.1f}  {:>4}  "
         "{:>9.1f}  {}\n",

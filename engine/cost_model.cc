@@ -165,7 +165,6 @@ void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random)
   // disagreement there would draw the search into it.
   std::vector<std::vector<double>> rows;
   std::vector<double> log_us;
-  const ComparableTimes times = ComparableTimes::OfFirstTimings(history);
   std::vector<size_t> failed_rows;
   timed_ = 0;
   failed_ = 0;
@@ -185,7 +184,7 @@ void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random)
         timing != nullptr && timing->median_us > 0 &&
         (record.outcome.status == Status::kMeasured || record.outcome.status == Status::kSlow);
     if (timed) {
-      const double value = std::log(times(*timing));
+      const double value = std::log(timing->median_us);
       log_us.push_back(value);
       best_log_us_ = best_log_us_ ? std::min(*best_log_us_, value) : value;
       worst = timed_ == 0 ? value : std::max(worst, value);

@@ -54,7 +54,7 @@ double BudgetShare(const Expression::UpperBound& budget, const Bindings& binding
 
 // A forecast for one configuration.
 struct CostEstimate {
-  double log_us = 0;     // the forecast of log(median us), as ComparableTimes reads them
+  double log_us = 0;     // the forecast of log(median us)
   double spread = 0;     // the trees' disagreement about it, in the same units
   double registers = 0;  // per thread, as ptxas would report them (learned); -1 unknown
 };

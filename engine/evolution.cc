@@ -61,14 +61,13 @@ std::string Change(const std::string& knob, int64_t from, int64_t to) {
 
 // The timed candidate with the lowest median: the model's best, also before any confirmation.
 const CandidateRecord* FastestTimed(const std::vector<CandidateRecord>& history) {
-  const ComparableTimes times = ComparableTimes::OfFirstTimings(history);
   const CandidateRecord* best = nullptr;
   for (const CandidateRecord& record : history) {
     if (record.state != CandidateState::kFinished || record.outcome.status != Status::kMeasured ||
         record.outcome.timing() == nullptr) {
       continue;
     }
-    if (best == nullptr || times(*record.outcome.timing()) < times(*best->outcome.timing())) {
+    if (best == nullptr || record.outcome.timing()->median_us < best->outcome.timing()->median_us) {
       best = &record;
     }
   }
@@ -230,9 +229,8 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
         timed.push_back(&record);
       }
     }
-    const ComparableTimes times = ComparableTimes::OfFirstTimings(history);
-    std::stable_sort(timed.begin(), timed.end(), [&](const auto* a, const auto* b) {
-      return times(*a->outcome.timing()) < times(*b->outcome.timing());
+    std::stable_sort(timed.begin(), timed.end(), [](const auto* a, const auto* b) {
+      return a->outcome.timing()->median_us < b->outcome.timing()->median_us;
     });
     // After the incumbent, the next centre is the fastest candidate at least two knobs from
     // every centre before it: the next fastest is mostly one of the incumbent's neighbours, whose
@@ -285,9 +283,8 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
         parents.push_back(&record);
       }
     }
-    const ComparableTimes times = ComparableTimes::OfFirstTimings(history);
-    std::stable_sort(parents.begin(), parents.end(), [&](const auto* a, const auto* b) {
-      return times(*a->outcome.timing()) < times(*b->outcome.timing());
+    std::stable_sort(parents.begin(), parents.end(), [](const auto* a, const auto* b) {
+      return a->outcome.timing()->median_us < b->outcome.timing()->median_us;
     });
     parents.resize(std::min(parents.size(), static_cast<size_t>(options_.pool_parents)));
     std::set<Genome> pooled;

@@ -11,14 +11,13 @@ KnobMarginals::KnobMarginals(const Manifest& manifest, const std::vector<Candida
   // Timed candidates fastest first, then the failures; ties keep the history's (id) order.
   std::vector<std::pair<double, const Genome*>> ranked;
   int timed = 0;
-  const ComparableTimes times = ComparableTimes::OfFirstTimings(history);
   for (const CandidateRecord& record : history) {
     if (record.state != CandidateState::kFinished || !record.outcome.reached_gates()) continue;
     const TimingFigures* timing = record.outcome.timing();
     const bool is_timed =
         timing != nullptr && timing->median_us > 0 &&
         (record.outcome.status == Status::kMeasured || record.outcome.status == Status::kSlow);
-    ranked.emplace_back(is_timed ? times(*timing) : INFINITY, &record.proposal.genome);
+    ranked.emplace_back(is_timed ? timing->median_us : INFINITY, &record.proposal.genome);
     if (is_timed) ++timed;
   }
   if (timed == 0) return;

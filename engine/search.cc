@@ -22,9 +22,9 @@ int64_t ReachedGates(const std::vector<CandidateRecord>& candidates) {
 }
 
 // What counts as better than `incumbent`: more than the noise of its scoring measurement.
-double ImprovementThreshold(const CandidateRecord& incumbent, Ranking ranking) {
+double ImprovementThresholdUs(const CandidateRecord& incumbent) {
   const TimingFigures& t = *incumbent.scoring_timing();
-  return std::max(0.01 * RankedMedian(t, ranking), RankedHalfSpread(t, ranking));
+  return std::max(0.01 * t.median_us, 0.5 * (t.p90_us - t.p10_us));
 }
 
 }  // namespace
@@ -73,7 +73,6 @@ int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates
   const CandidateRecord* best = nullptr;
   std::set<Genome> tried;
   int stale = 0;
-  const Ranking ranking = RankingOf(candidates);
   for (int generation = 0; generation <= last_generation; ++generation) {
     const CandidateRecord* generation_best = nullptr;
     bool complete = true;
@@ -81,15 +80,15 @@ int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates
       if (c.generation != generation) continue;
       if (c.state != CandidateState::kFinished) complete = false;
       tried.insert(c.proposal.genome);
-      const std::optional<double> score = c.score(ranking);
-      if (score && (generation_best == nullptr || *score < *generation_best->score(ranking))) {
+      const std::optional<double> score = c.score_us();
+      if (score && (generation_best == nullptr || *score < *generation_best->score_us())) {
         generation_best = &c;
       }
     }
     if (!complete) break;
     if (generation_best != nullptr &&
-        (best == nullptr || *generation_best->score(ranking) <
-                                *best->score(ranking) - ImprovementThreshold(*best, ranking))) {
+        (best == nullptr ||
+         *generation_best->score_us() < *best->score_us() - ImprovementThresholdUs(*best))) {
       best = generation_best;
       stale = 0;
     } else if (space == nullptr || best == nullptr ||
@@ -198,21 +197,24 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
     hooks.needs_confirmation = [&](size_t, CandidateOutcome& outcome) {
       if (outcome.status != Status::kMeasured || outcome.timing() == nullptr) return false;
       const std::vector<CandidateRecord> elite = store_.EliteByScore(run_id_);
-      const TimingFigures& timing = *outcome.timing();
-      std::vector<const TimingFigures*> compared = {&timing};
-      for (const CandidateRecord& member : elite) compared.push_back(member.scoring_timing());
-      const Ranking ranking = RankingFor(compared);
-      const double median = RankedMedian(timing, ranking);
-      if (!elite.empty() && median > options_.slow_factor * *elite.front().score(ranking)) {
+      const double median = outcome.timing()->median_us;
+      if (!elite.empty() && median > options_.slow_factor * *elite.front().score_us()) {
         outcome.status = Status::kSlow;
-        outcome.reason = "median " + std::to_string(timing.median_us) + " us is over " +
+        outcome.reason = "median " + std::to_string(median) + " us is over " +
                          std::to_string(options_.slow_factor) + "x the best, " +
-                         std::to_string(*elite.front().score_us()) + " us" +
-                         (ranking == Ranking::kCycles ? " (compared in SM cycles)" : "");
+                         std::to_string(*elite.front().score_us()) + " us";
         return false;
       }
-      return static_cast<int>(elite.size()) < spec.elite_size ||
-             median < *elite.back().score(ranking);
+      if (static_cast<int>(elite.size()) < spec.elite_size || median < *elite.back().score_us()) {
+        return true;
+      }
+      // Fewer SM cycles than a member's: a kernel the clock may have timed behind the elite,
+      // confirmed so that the side-by-side re-timing can consider it (SelectContenders).
+      const std::optional<double> cycles = outcome.timing()->median_cycles();
+      return cycles && std::any_of(elite.begin(), elite.end(), [&](const CandidateRecord& member) {
+               const std::optional<double> theirs = member.score_cycles();
+               return theirs && *cycles < *theirs;
+             });
     };
     hooks.finish = [&](size_t index, CandidateOutcome outcome, std::optional<GpuVerdict> again,
                        int lane) {

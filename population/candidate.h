@@ -1,14 +1,13 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "evaluator/candidate_outcome.h"
 #include "evaluator/gpu_identity.h"
 #include "kernel_templates/genome.h"
-#include "population/ranking.h"
 
 namespace evo {
 
@@ -29,10 +28,8 @@ enum class CandidateState { kPending, kFinished };
 struct SideBySide {
   int64_t retiming_id = 0;
   double median_us = 0;
-  Ranking ranking = Ranking::kTime;  // the re-timing's (Retiming::ranking)
-  double ranked_median = 0;          // the median by it, which orders the elite
-  int timings = 0;                   // this member's
-  int timed = 0;  // candidates the re-timing timed: the elite's members and close contenders
+  int timings = 0;  // this member's
+  int timed = 0;    // candidates the re-timing timed: the elite's members and close contenders
   std::optional<GpuIdentity> gpu;
   std::string finished_at;  // when the re-timing ended
 };
@@ -61,34 +58,28 @@ struct CandidateRecord {
   // The slower of the first and the confirming measurement: a place in the elite needs both to
   // be fast, so neither a lucky first timing nor a lucky second one holds it (on the H100 a
   // persistent kernel measured 1694 us, then 1559 us). Null unless measured and confirmed.
-  // Slower by cycles where both timings carry their mean clock, by time otherwise (ranking.h).
   const TimingFigures* scoring_timing() const {
     if (state != CandidateState::kFinished || outcome.status != Status::kMeasured ||
         !confirmation) {
       return nullptr;
     }
     const TimingFigures* first = outcome.timing();
-    if (first == nullptr) return &*confirmation;
-    const Ranking ranking = RankingFor({first, &*confirmation});
-    return RankedMedian(*first, ranking) > RankedMedian(*confirmation, ranking) ? first
-                                                                                : &*confirmation;
+    return first != nullptr && first->median_us > confirmation->median_us ? first : &*confirmation;
   }
-  // The scoring timing's median in microseconds: what people read.
   std::optional<double> score_us() const {
     const TimingFigures* timing = scoring_timing();
     if (timing == nullptr) return std::nullopt;
     return timing->median_us;
   }
-  // The scoring timing's median as `ranking` compares it: what the elite is ordered by.
-  std::optional<double> score(Ranking ranking) const {
-    const TimingFigures* timing = scoring_timing();
-    if (timing == nullptr) return std::nullopt;
-    return RankedMedian(*timing, ranking);
+  // The more SM cycles of the two timings: absent unless both carry their mean clock.
+  std::optional<double> score_cycles() const {
+    const TimingFigures* first = outcome.timing();
+    if (scoring_timing() == nullptr || first == nullptr) return std::nullopt;
+    const std::optional<double> a = first->median_cycles();
+    const std::optional<double> b = confirmation->median_cycles();
+    if (!a || !b) return std::nullopt;
+    return std::max(*a, *b);
   }
 };
-
-// How `candidates` compare with each other: by cycles when every scoring timing among them
-// carries its mean clock, by time otherwise.
-Ranking RankingOf(const std::vector<CandidateRecord>& candidates);
 
 }  // namespace evo

@@ -24,26 +24,6 @@ std::map<int64_t, double> Retiming::Medians() const {
   return medians;
 }
 
-Ranking Retiming::ranking() const {
-  std::vector<const TimingFigures*> all;
-  for (const RetimingTiming& t : timings) all.push_back(&t.timing);
-  return RankingFor(all);
-}
-
-std::map<int64_t, double> Retiming::RankedMedians() const {
-  const Ranking by = ranking();
-  std::map<int64_t, std::vector<double>> samples;
-  for (const RetimingTiming& t : timings) {
-    samples[t.candidate_id].push_back(RankedMedian(t.timing, by));
-  }
-  std::map<int64_t, double> medians;
-  for (auto& [candidate, values] : samples) {
-    std::sort(values.begin(), values.end());
-    medians[candidate] = Percentile(values, 0.5);
-  }
-  return medians;
-}
-
 std::map<int64_t, int> Retiming::Counts() const {
   std::map<int64_t, int> counts;
   for (const RetimingTiming& t : timings) ++counts[t.candidate_id];
@@ -63,13 +43,30 @@ std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>
   const size_t extra = std::max<size_t>(size, 2);
   std::vector<CandidateRecord> ranked = SelectElite(candidates, static_cast<int>(size + extra));
   if (ranked.size() <= size) return ranked;
-  // The margin applies in the unit the elite was chosen by.
-  const Ranking ranking = RankingOf(candidates);
-  const double bound = *ranked[size - 1].score(ranking) * (1 + kContenderMargin);
+  const double bound = *ranked[size - 1].score_us() * (1 + kContenderMargin);
   size_t keep = size;
-  while (keep < ranked.size() && *ranked[keep].score(ranking) <= bound) ++keep;
+  while (keep < ranked.size() && *ranked[keep].score_us() <= bound) ++keep;
   ranked.resize(keep);
-  return ranked;
+
+  // The fewest cycles among the rest: kernels that the GPU's clock, falling or rising between
+  // their timings and the elite's, scored further behind than they are.
+  std::set<int64_t> chosen;
+  for (const CandidateRecord& c : ranked) chosen.insert(c.id);
+  std::vector<const CandidateRecord*> by_cycles;
+  for (const CandidateRecord& c : candidates) {
+    if (c.score_cycles() && chosen.count(c.id) == 0) by_cycles.push_back(&c);
+  }
+  const size_t added = std::min(by_cycles.size(), size);
+  std::partial_sort(by_cycles.begin(), by_cycles.begin() + static_cast<std::ptrdiff_t>(added),
+                    by_cycles.end(), [](const CandidateRecord* a, const CandidateRecord* b) {
+                      if (*a->score_cycles() != *b->score_cycles()) {
+                        return *a->score_cycles() < *b->score_cycles();
+                      }
+                      return a->id < b->id;
+                    });
+  if (added == 0) return ranked;
+  for (size_t i = 0; i < added; ++i) ranked.push_back(*by_cycles[i]);
+  return SelectElite(ranked, static_cast<int>(ranked.size()));
 }
 
 std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elite,
@@ -84,14 +81,11 @@ std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elit
     if (members.count(c.id) == 0) return elite;
   }
   const std::map<int64_t, double> medians = retiming->Medians();
-  const std::map<int64_t, double> ranked = retiming->RankedMedians();
   const std::map<int64_t, int> counts = retiming->Counts();
   for (CandidateRecord& c : retimed) {
     SideBySide figure;
     figure.retiming_id = retiming->id;
     figure.median_us = medians.at(c.id);
-    figure.ranking = retiming->ranking();
-    figure.ranked_median = ranked.at(c.id);
     figure.timings = counts.at(c.id);
     figure.timed = static_cast<int>(members.size());
     figure.gpu = retiming->gpu;
@@ -101,7 +95,7 @@ std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elit
   // Stable: equal medians keep the score's order.
   std::stable_sort(retimed.begin(), retimed.end(),
                    [](const CandidateRecord& a, const CandidateRecord& b) {
-                     return a.side_by_side->ranked_median < b.side_by_side->ranked_median;
+                     return a.side_by_side->median_us < b.side_by_side->median_us;
                    });
   retimed.resize(elite.size());
   return retimed;

@@ -37,10 +37,6 @@ struct Retiming {
   std::set<int64_t> Members() const;
   // The median of each member's timings (each timing's own median_us).
   std::map<int64_t, double> Medians() const;
-  // What the members are compared by: cycles when every timing has its mean clock (ranking.h).
-  Ranking ranking() const;
-  // The median of each member's timings as ranking() compares them: what orders the elite.
-  std::map<int64_t, double> RankedMedians() const;
   // How many timings each member had.
   std::map<int64_t, int> Counts() const;
 };
@@ -57,8 +53,10 @@ std::vector<int64_t> RoundOrder(const std::vector<int64_t>& members, int round);
 inline constexpr double kContenderMargin = 0.03;
 
 // The candidates a re-timing times, best first by score: the score's elite (SelectElite of
-// `elite_size`) and, after it, up to max(elite_size, 2) more whose score is within
-// kContenderMargin of the elite's last member's.
+// `elite_size`), up to max(elite_size, 2) more whose score is within kContenderMargin of the
+// elite's last member's, and up to `elite_size` more: of the rest, those with the fewest SM
+// cycles (CandidateRecord::score_cycles), which a clock that drifted between timings may have
+// scored further behind.
 std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>& candidates,
                                               int elite_size);
 

@@ -591,10 +591,9 @@ std::vector<CandidateRecord> SelectElite(const std::vector<CandidateRecord>& can
   for (const CandidateRecord& candidate : candidates) {
     if (candidate.score_us()) scored.push_back(candidate);
   }
-  const Ranking ranking = RankingOf(scored);
-  std::sort(scored.begin(), scored.end(), [&](const CandidateRecord& a, const CandidateRecord& b) {
-    const double score_a = *a.score(ranking);
-    const double score_b = *b.score(ranking);
+  std::sort(scored.begin(), scored.end(), [](const CandidateRecord& a, const CandidateRecord& b) {
+    const double score_a = *a.score_us();
+    const double score_b = *b.score_us();
     if (score_a != score_b) return score_a < score_b;
     return a.id < b.id;
   });

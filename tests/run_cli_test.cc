@@ -689,7 +689,8 @@ TEST_CASE(
   REQUIRE(elite.exit_code == 0);
   CHECK(elite.out.find("ordered by the side-by-side re-timing 1 (2 timings of each member on GPU "
                        "0, 2026-11-24T10:01:00.000Z): the median of each member's timings; the 3 "
-                       "fastest of the 4 it timed (the score's elite and close contenders)") !=
+                       "fastest of the 4 it timed (the score's elite, close contenders and the fewest SM "
+                       "cycles)") !=
         std::string::npos);
   // Best first by the side-by-side median, the score beside it.
   const size_t first =
@@ -743,7 +744,8 @@ TEST_CASE(
   INFO(report.err);
   REQUIRE(report.exit_code == 0);
   CHECK(ReadFile(html).find("<p>The fastest 3 of the 4 candidates re-timed side by side (the "
-                            "score's elite and close contenders), the score being the slower of "
+                            "score's elite, close contenders and the fewest SM cycles), the score "
+                            "being the slower of "
                             "the first median and the confirming one; ranked by the median of 2 "
                             "side-by-side timings each (re-timing 1, ") != std::string::npos);
 }
