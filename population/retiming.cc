@@ -48,13 +48,21 @@ std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>
   while (keep < ranked.size() && *ranked[keep].score_us() <= bound) ++keep;
   ranked.resize(keep);
 
-  // The fewest cycles among the rest: kernels that the GPU's clock, falling or rising between
-  // their timings and the elite's, scored further behind than they are.
+  // Of the rest, those with fewer cycles than a member of the score's elite, fewest first:
+  // kernels that the GPU's clock, falling or rising between their timings and the elite's,
+  // scored further behind than they are.
+  double most_cycles = 0;
+  for (size_t i = 0; i < size; ++i) {
+    const std::optional<double> cycles = ranked[i].score_cycles();
+    if (!cycles) return ranked;
+    most_cycles = std::max(most_cycles, *cycles);
+  }
   std::set<int64_t> chosen;
   for (const CandidateRecord& c : ranked) chosen.insert(c.id);
   std::vector<const CandidateRecord*> by_cycles;
   for (const CandidateRecord& c : candidates) {
-    if (c.score_cycles() && chosen.count(c.id) == 0) by_cycles.push_back(&c);
+    const std::optional<double> cycles = c.score_cycles();
+    if (cycles && *cycles < most_cycles && chosen.count(c.id) == 0) by_cycles.push_back(&c);
   }
   const size_t added = std::min(by_cycles.size(), size);
   std::partial_sort(by_cycles.begin(), by_cycles.begin() + static_cast<std::ptrdiff_t>(added),

@@ -54,9 +54,9 @@ inline constexpr double kContenderMargin = 0.03;
 
 // The candidates a re-timing times, best first by score: the score's elite (SelectElite of
 // `elite_size`), up to max(elite_size, 2) more whose score is within kContenderMargin of the
-// elite's last member's, and up to `elite_size` more: of the rest, those with the fewest SM
-// cycles (CandidateRecord::score_cycles), which a clock that drifted between timings may have
-// scored further behind.
+// elite's last member's, and up to `elite_size` more: of the rest, those with fewer SM cycles
+// (CandidateRecord::score_cycles) than a member of the score's elite, fewest first, which a clock
+// that drifted between timings may have scored further behind.
 std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>& candidates,
                                               int elite_size);
 

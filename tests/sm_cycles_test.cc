@@ -93,8 +93,8 @@ TEST_CASE("a timing's mean clock survives the verdict's JSON; a verdict without 
 }
 
 TEST_CASE(
-    "the contenders re-timed beside the elite include, of the rest, the K with the fewest SM "
-    "cycles, best first by score",
+    "the contenders re-timed beside the elite include, of the rest, up to K with fewer SM cycles "
+    "than a member of the elite, best first by score",
     "[cycles][retime]") {
   // By time 1 < 2 < 3 < 4 < 5 < 6, each well outside the margin of the one before; by cycles
   // 6 and 5 come first: timed when the GPU's clock had fallen.
@@ -112,6 +112,10 @@ TEST_CASE(
   std::vector<CandidateRecord> older = candidates;
   for (CandidateRecord& c : older) c.confirmation->mean_sm_clock_mhz = 0;
   CHECK(Ids(SelectContenders(older, 2)) == std::vector<int64_t>{1, 2});
+  // None of the rest has fewer cycles than a member: none added.
+  CHECK(Ids(SelectContenders(
+            {Measured(1, 800, 1800), Measured(2, 850, 1800), Measured(3, 1000, 1800)}, 2)) ==
+        std::vector<int64_t>{1, 2});
   // Already among them by score: not added twice.
   CHECK(Ids(SelectContenders({Measured(1, 800, 1800), Measured(2, 810, 1800)}, 2)) ==
         std::vector<int64_t>{1, 2});
