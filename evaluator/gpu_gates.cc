@@ -171,8 +171,8 @@ struct GpuGates::State {
   Stream stream;
   DeviceBuffer l2_flush;
   DeviceBuffer clock;
-  std::unique_ptr<CycleStamps> cycles_before;
-  std::unique_ptr<CycleStamps> cycles_after;
+  CycleStamps cycles_before;  // around the timed batches
+  CycleStamps cycles_after;
   LruCache<ReferenceOutputs> references;
 };
 
@@ -517,12 +517,8 @@ TimingFigures GpuGates::TimeLaunches(Call& call, const TimingOptions& options) {
     state.l2_flush = DeviceBuffer(static_cast<size_t>(std::max<int64_t>(device_.l2_bytes, 1) * 2));
   }
   if (state.clock.bytes() == 0) state.clock = DeviceBuffer(sizeof(double));
-  if (!state.cycles_before) {
-    state.cycles_before = std::make_unique<CycleStamps>();
-    state.cycles_after = std::make_unique<CycleStamps>();
-  }
-  state.cycles_before->Clear(state.stream);
-  state.cycles_after->Clear(state.stream);
+  state.cycles_before.Clear(state.stream);
+  state.cycles_after.Clear(state.stream);
 
   // One call alone estimates a call's time, to size the warm-up and the batches.
   double estimate_us = 0;
@@ -578,7 +574,7 @@ TimingFigures GpuGates::TimeLaunches(Call& call, const TimingOptions& options) {
     launch_batch();
   }
   // The timed batches follow the warm-up and this stamp without a pause.
-  state.kernels.EnqueueCycleStamp(*state.cycles_before, device_.sm_count, state.stream);
+  state.kernels.EnqueueCycleStamp(state.cycles_before, device_.sm_count, state.stream);
   std::vector<Event> starts;
   std::vector<Event> stops;
   auto enqueue_batch = [&] {
@@ -610,13 +606,13 @@ TimingFigures GpuGates::TimeLaunches(Call& call, const TimingOptions& options) {
              total_ms >= options.max_total_ms;
     // Right behind the last batch, before the GPU has had a pause: the clock it ran them at.
     if (enough) {
-      state.kernels.EnqueueCycleStamp(*state.cycles_after, device_.sm_count, state.stream);
+      state.kernels.EnqueueCycleStamp(state.cycles_after, device_.sm_count, state.stream);
       state.kernels.EnqueueClockProbe(state.clock, 100, state.stream);
     }
   }
   state.stream.Synchronize();
   timing.sm_clock_mhz = DeviceKernels::ReadClockMhz(state.clock);
-  timing.mean_sm_clock_mhz = MeanClockMhz(state.cycles_before->Read(), state.cycles_after->Read());
+  timing.mean_sm_clock_mhz = MeanClockMhz(state.cycles_before.Read(), state.cycles_after.Read());
 
   std::sort(samples.begin(), samples.end());
   timing.repetitions = static_cast<int>(samples.size());

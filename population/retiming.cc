@@ -1,6 +1,7 @@
 #include "population/retiming.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "evaluator/percentile.h"
 #include "population/store.h"
@@ -59,21 +60,19 @@ std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>
   }
   std::set<int64_t> chosen;
   for (const CandidateRecord& c : ranked) chosen.insert(c.id);
-  std::vector<const CandidateRecord*> by_cycles;
+  // (cycles, id, candidate): fewest cycles first, ties by id.
+  std::vector<std::tuple<double, int64_t, const CandidateRecord*>> by_cycles;
   for (const CandidateRecord& c : candidates) {
     const std::optional<double> cycles = c.score_cycles();
-    if (cycles && *cycles < most_cycles && chosen.count(c.id) == 0) by_cycles.push_back(&c);
+    if (cycles && *cycles < most_cycles && chosen.count(c.id) == 0) {
+      by_cycles.emplace_back(*cycles, c.id, &c);
+    }
   }
+  if (by_cycles.empty()) return ranked;
   const size_t added = std::min(by_cycles.size(), size);
   std::partial_sort(by_cycles.begin(), by_cycles.begin() + static_cast<std::ptrdiff_t>(added),
-                    by_cycles.end(), [](const CandidateRecord* a, const CandidateRecord* b) {
-                      if (*a->score_cycles() != *b->score_cycles()) {
-                        return *a->score_cycles() < *b->score_cycles();
-                      }
-                      return a->id < b->id;
-                    });
-  if (added == 0) return ranked;
-  for (size_t i = 0; i < added; ++i) ranked.push_back(*by_cycles[i]);
+                    by_cycles.end());
+  for (size_t i = 0; i < added; ++i) ranked.push_back(*std::get<2>(by_cycles[i]));
   return SelectElite(ranked, static_cast<int>(ranked.size()));
 }
 

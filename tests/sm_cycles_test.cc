@@ -45,8 +45,8 @@ std::vector<int64_t> Ids(const std::vector<CandidateRecord>& candidates) {
 
 TEST_CASE("the mean SM clock from two stamps: the median over the SMs stamped in both",
           "[cycles]") {
-  // Slots of (cycles, ns): SM 0 ran at 1500 MHz, SM 1 at 1600, SM 2 at 1700; SM 3 was stamped
-  // only after, SM 4 only before, SM 5 in neither.
+  // Slots of (cycles, ns): SM 0 ran at 1500 MHz, SM 1 at 1600, SM 2 at 1900 (a median of 1600,
+  // a mean of 1666.7); SM 3 was stamped only after, SM 4 only before, SM 5 in neither.
   std::vector<uint64_t> before(12, 0);
   std::vector<uint64_t> after(12, 0);
   const auto stamp = [](std::vector<uint64_t>& s, int sm, uint64_t cycles, uint64_t ns) {
@@ -58,7 +58,7 @@ TEST_CASE("the mean SM clock from two stamps: the median over the SMs stamped in
   stamp(before, 1, 7, 5001);
   stamp(after, 1, 7 + 1600 * 2000, 5001 + 2000 * 1000);
   stamp(before, 2, 99, 4999);
-  stamp(after, 2, 99 + 1700 * 2000, 4999 + 2000 * 1000);
+  stamp(after, 2, 99 + 1900 * 2000, 4999 + 2000 * 1000);
   stamp(after, 3, 1, 1);
   stamp(before, 4, 1, 1);
   CHECK(MeanClockMhz(before, after) == Approx(1600));
