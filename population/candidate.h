@@ -28,6 +28,8 @@ enum class CandidateState { kPending, kFinished };
 struct SideBySide {
   int64_t retiming_id = 0;
   double median_us = 0;
+  // The median of its SM cycles per call, when every timing carries the mean clock.
+  std::optional<double> median_cycles;
   int timings = 0;  // this member's
   int timed = 0;    // candidates the re-timing timed: the elite's members and close contenders
   std::optional<GpuIdentity> gpu;

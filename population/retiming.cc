@@ -31,6 +31,49 @@ std::map<int64_t, int> Retiming::Counts() const {
   return counts;
 }
 
+std::map<int64_t, double> Retiming::MedianCycles() const {
+  std::map<int64_t, std::vector<double>> samples;
+  std::set<int64_t> without_clock;
+  for (const RetimingTiming& t : timings) {
+    const std::optional<double> cycles = t.timing.median_cycles();
+    if (cycles) {
+      samples[t.candidate_id].push_back(*cycles);
+    } else {
+      without_clock.insert(t.candidate_id);
+    }
+  }
+  std::map<int64_t, double> medians;
+  for (auto& [candidate, values] : samples) {
+    if (without_clock.count(candidate) != 0) continue;
+    std::sort(values.begin(), values.end());
+    medians[candidate] = Percentile(values, 0.5);
+  }
+  return medians;
+}
+
+bool Retiming::ClearlySlower(int64_t challenger, int64_t leader) const {
+  std::map<int, double> leader_by_round;
+  double leader_slowest = 0;
+  for (const RetimingTiming& t : timings) {
+    if (t.candidate_id != leader) continue;
+    leader_by_round[t.round] = t.timing.median_us;
+    leader_slowest = std::max(leader_slowest, t.timing.median_us);
+  }
+  const std::map<int64_t, double> medians = Medians();
+  const auto challenger_median = medians.find(challenger);
+  if (leader_by_round.empty() || challenger_median == medians.end()) return false;
+  if (challenger_median->second > leader_slowest) return true;
+  int paired = 0;
+  for (const RetimingTiming& t : timings) {
+    if (t.candidate_id != challenger) continue;
+    const auto same_round = leader_by_round.find(t.round);
+    if (same_round == leader_by_round.end()) continue;
+    if (t.timing.median_us <= same_round->second) return false;
+    ++paired;
+  }
+  return paired > 0;
+}
+
 std::vector<int64_t> RoundOrder(const std::vector<int64_t>& members, int round) {
   std::vector<int64_t> order = members;
   if (round % 2 == 1) std::reverse(order.begin(), order.end());
@@ -88,11 +131,14 @@ std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elit
     if (members.count(c.id) == 0) return elite;
   }
   const std::map<int64_t, double> medians = retiming->Medians();
+  const std::map<int64_t, double> cycles = retiming->MedianCycles();
   const std::map<int64_t, int> counts = retiming->Counts();
   for (CandidateRecord& c : retimed) {
     SideBySide figure;
     figure.retiming_id = retiming->id;
     figure.median_us = medians.at(c.id);
+    const auto c_cycles = cycles.find(c.id);
+    if (c_cycles != cycles.end()) figure.median_cycles = c_cycles->second;
     figure.timings = counts.at(c.id);
     figure.timed = static_cast<int>(members.size());
     figure.gpu = retiming->gpu;
@@ -104,8 +150,23 @@ std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elit
                    [](const CandidateRecord& a, const CandidateRecord& b) {
                      return a.side_by_side->median_us < b.side_by_side->median_us;
                    });
-  retimed.resize(elite.size());
-  return retimed;
+  std::vector<CandidateRecord> ordered;
+  while (ordered.size() < elite.size() && !retimed.empty()) {
+    const CandidateRecord& fastest = retimed.front();
+    size_t pick = 0;
+    if (fastest.side_by_side->median_cycles) {
+      for (size_t i = 1; i < retimed.size(); ++i) {
+        const std::optional<double>& other = retimed[i].side_by_side->median_cycles;
+        if (other && *other < *retimed[pick].side_by_side->median_cycles &&
+            !retiming->ClearlySlower(retimed[i].id, fastest.id)) {
+          pick = i;
+        }
+      }
+    }
+    ordered.push_back(std::move(retimed[pick]));
+    retimed.erase(retimed.begin() + static_cast<std::ptrdiff_t>(pick));
+  }
+  return ordered;
 }
 
 }  // namespace evo

@@ -39,6 +39,14 @@ struct Retiming {
   std::map<int64_t, double> Medians() const;
   // How many timings each member had.
   std::map<int64_t, int> Counts() const;
+  // The median of each member's SM cycles per call (TimingFigures::median_cycles), for the
+  // members whose every timing carries a mean clock.
+  std::map<int64_t, double> MedianCycles() const;
+  // Whether the re-timing tells `challenger` slower than `leader`: slower in every round that
+  // timed both, or with a median past the leader's slowest timing. Otherwise the two are within
+  // what the re-timing resolves (at the H100's power limit one long kernel's timings swing by 5 to
+  // 13 % with the GPU's state, in the same order for neighbours in a round).
+  bool ClearlySlower(int64_t challenger, int64_t leader) const;
 };
 
 // The order of the members in round `round` of a re-timing of `members` (given best first by
@@ -61,10 +69,14 @@ std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>
                                               int elite_size);
 
 // The elite as users take it. When `retiming` timed every member of the score's elite (`elite`,
-// best first by score), and `retimed` holds the candidates it timed (best first by score): the
-// elite.size() fastest of them by the re-timing's medians, best first, ties kept in score order,
-// each carrying its SideBySide. So a close contender that is faster side by side takes the place
-// of the slowest member. Otherwise (no re-timing, or the score's elite changed since) `elite`.
+// best first by score), and `retimed` holds the candidates it timed (best first by score):
+// elite.size() of them, each carrying its SideBySide, place by place: the fastest left by the
+// re-timing's medians (equal medians in score order), unless candidates the re-timing cannot
+// tell slower than it (Retiming::ClearlySlower) took fewer SM cycles per call; then the one of
+// those with the fewest. So a close contender that is faster side by side takes the place of the
+// slowest member, and where time cannot tell two kernels apart, the one that does the work in
+// fewer cycles comes first: it is the faster at any clock this GPU's state sets. Otherwise (no
+// re-timing, or the score's elite changed since) `elite`.
 std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elite,
                                                std::vector<CandidateRecord> retimed,
                                                const std::optional<Retiming>& retiming);

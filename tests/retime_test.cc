@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "engine/search.h"
 #include "population/retiming.h"
@@ -176,6 +177,68 @@ TEST_CASE(
   for (const CandidateRecord& c : other) CHECK(!c.side_by_side);
   CHECK(Ids(EliteBySideBySide(elite, elite, retiming)) == std::vector<int64_t>{1, 2, 3});
   CHECK(Ids(EliteBySideBySide(elite, retimed, std::nullopt)) == std::vector<int64_t>{1, 2, 3});
+}
+
+// A re-timing of `rounds` rounds: for each candidate, its time (us) in each round and the mean
+// SM clock (MHz, 0 for none) of all its timings.
+Retiming WithRounds(int64_t id,
+                    const std::vector<std::tuple<int64_t, std::vector<double>, double>>& members) {
+  Retiming retiming;
+  retiming.id = id;
+  for (const auto& [candidate, times, mhz] : members) {
+    for (size_t round = 0; round < times.size(); ++round) {
+      RetimingTiming t;
+      t.candidate_id = candidate;
+      t.round = static_cast<int>(round);
+      t.timing.median_us = times[round];
+      t.timing.mean_sm_clock_mhz = mhz;
+      retiming.timings.push_back(t);
+    }
+  }
+  return retiming;
+}
+
+TEST_CASE(
+    "EliteBySideBySide: where the re-timing cannot tell a candidate slower than the fastest, the "
+    "one with fewer SM cycles takes the place",
+    "[retime]") {
+  // 1 is the fastest by median (101.5 us, at most 103); 2 is faster than 1 in round 1 and takes
+  // fewer cycles (at 1450 MHz); 3 takes fewer still but is slower than 1 in every round; 4 takes
+  // the fewest but its median (104) is past 1's slowest timing, though it beat 1 in round 0.
+  const std::vector<std::tuple<int64_t, std::vector<double>, double>> members = {
+      {1, {100, 102, 101, 103}, 1500},
+      {2, {101, 101.5, 102, 102.5}, 1450},
+      {3, {101.8, 102.5, 101.6, 103.5}, 1400},
+      {4, {99, 104, 104, 105}, 1300}};
+  const Retiming retiming = WithRounds(7, members);
+  CHECK_FALSE(retiming.ClearlySlower(2, 1));
+  CHECK(retiming.ClearlySlower(3, 1));
+  CHECK(retiming.ClearlySlower(4, 1));
+  CHECK_FALSE(retiming.ClearlySlower(1, 2));
+  CHECK(retiming.ClearlySlower(4, 3));
+  CHECK(retiming.MedianCycles().at(2) == Approx(101.75 * 1450));
+
+  const std::vector<CandidateRecord> elite = {Scored(1, 10), Scored(2, 10.1), Scored(3, 10.2)};
+  std::vector<CandidateRecord> retimed = elite;
+  retimed.push_back(Scored(4, 10.25));
+  const std::vector<CandidateRecord> ordered = EliteBySideBySide(elite, retimed, retiming);
+  CHECK(Ids(ordered) == std::vector<int64_t>{2, 1, 3});
+  REQUIRE(ordered[0].side_by_side->median_cycles);
+  CHECK(*ordered[0].side_by_side->median_cycles == Approx(101.75 * 1450));
+  CHECK(ordered[0].side_by_side->median_us == 101.75);
+
+  // Without a clock in one of 2's timings its cycles are unknown: the order is by time.
+  Retiming one_without = retiming;
+  for (RetimingTiming& t : one_without.timings) {
+    if (t.candidate_id == 2 && t.round == 3) t.timing.mean_sm_clock_mhz = 0;
+  }
+  CHECK(one_without.MedianCycles().count(2) == 0);
+  CHECK(Ids(EliteBySideBySide(elite, retimed, one_without)) == std::vector<int64_t>{1, 2, 3});
+  // No clocks at all (re-timings before the mean clock): by time.
+  const Retiming no_clocks = WithRounds(8, {{1, {100, 102, 101, 103}, 0},
+                                            {2, {101, 101.5, 102, 102.5}, 0},
+                                            {3, {101.8, 102.5, 101.6, 103.5}, 0}});
+  CHECK(Ids(EliteBySideBySide(elite, elite, no_clocks)) == std::vector<int64_t>{1, 2, 3});
 }
 
 // Candidates ordered as a GPU that never warmed would time them (ties in the given order).
