@@ -78,15 +78,20 @@ std::string EliteTable(const ReportRun& report) {
   html += retimed
               ? fmt::format(
                     "<p>{}, the score being the slower of the first median and the "
-                    "confirming one; ranked by the median of {} side-by-side timings each "
+                    "confirming one; ranked by the median of {} side-by-side timings each{} "
                     "(re-timing {}, {}) (microseconds, p10..p90 in brackets).</p>\n",
                     static_cast<size_t>(retimed->timed) > report.elite.size()
                         ? fmt::format(
-                              "The fastest {} of the {} candidates re-timed side by "
+                              "The {} {}of the {} candidates re-timed side by "
                               "side (the score's elite, close contenders and the fewest SM cycles)",
-                              report.elite.size(), retimed->timed)
+                              report.elite.size(), retimed->median_cycles ? "" : "fastest ",
+                              retimed->timed)
                         : std::string("Members by score"),
-                    retimed->timings, retimed->retiming_id, HtmlEscape(retimed->finished_at))
+                    retimed->timings,
+                    retimed->median_cycles
+                        ? ", and the fewer SM cycles per call where those cannot tell two apart"
+                        : "",
+                    retimed->retiming_id, HtmlEscape(retimed->finished_at))
               : "<p>Ranked by the score, the slower of the first median and the confirming "
                 "one (microseconds, p10..p90 in brackets).</p>\n";
   html += "<div class=\"wide\"><table class=\"elite\">\n";

@@ -102,6 +102,9 @@ Json CandidateToJson(const CandidateRecord& c) {
                             {"median_us", c.side_by_side->median_us},
                             {"timings", c.side_by_side->timings},
                             {"timed", c.side_by_side->timed}};
+    if (c.side_by_side->median_cycles) {
+      json["side_by_side"]["median_cycles"] = *c.side_by_side->median_cycles;
+    }
   }
   if (c.measured_on) {
     json["gpu"] = {{"ordinal", c.measured_on->ordinal},
@@ -168,15 +171,20 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
                   [](const CandidateRecord& c) { return c.scoring_timing()->gbps > 0; });
   const std::optional<SideBySide>& retimed = elite.front().side_by_side;
   if (retimed) {
+    // With the mean clock in its timings, cycles order what the time cannot (EliteBySideBySide).
+    const bool cycles = std::any_of(elite.begin(), elite.end(), [](const CandidateRecord& c) {
+      return c.side_by_side && c.side_by_side->median_cycles;
+    });
     text += fmt::format(
         "  ordered by the side-by-side re-timing {} ({} timings of each member{}, {}): the "
-        "median of each member's timings{}\n",
+        "median of each member's timings{}{}\n",
         retimed->retiming_id, retimed->timings,
         retimed->gpu ? fmt::format(" on GPU {}", retimed->gpu->ordinal) : "", retimed->finished_at,
+        cycles ? ", and the fewer SM cycles per call where those cannot tell two apart" : "",
         static_cast<size_t>(retimed->timed) > elite.size()
-            ? fmt::format("; the {} fastest of the {} it timed (the score's elite, close "
+            ? fmt::format("; the {} {}of the {} it timed (the score's elite, close "
                           "contenders and the fewest SM cycles)",
-                          elite.size(), retimed->timed)
+                          elite.size(), cycles ? "" : "fastest ", retimed->timed)
             : "");
   } else if (elite.size() > 1) {
     text += "  ordered by score (these members were not re-timed side by side)\n";

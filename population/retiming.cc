@@ -1,6 +1,7 @@
 #include "population/retiming.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "evaluator/percentile.h"
@@ -53,16 +54,22 @@ std::map<int64_t, double> Retiming::MedianCycles() const {
 
 bool Retiming::ClearlySlower(int64_t challenger, int64_t leader) const {
   std::map<int, double> leader_by_round;
-  double leader_slowest = 0;
+  std::vector<double> leader_times;
   for (const RetimingTiming& t : timings) {
     if (t.candidate_id != leader) continue;
     leader_by_round[t.round] = t.timing.median_us;
-    leader_slowest = std::max(leader_slowest, t.timing.median_us);
+    leader_times.push_back(t.timing.median_us);
   }
   const std::map<int64_t, double> medians = Medians();
   const auto challenger_median = medians.find(challenger);
-  if (leader_by_round.empty() || challenger_median == medians.end()) return false;
-  if (challenger_median->second > leader_slowest) return true;
+  if (leader_times.empty() || challenger_median == medians.end()) return false;
+  // The leader's own scatter: the median of its timings' distances from their median.
+  std::sort(leader_times.begin(), leader_times.end());
+  const double leader_median = Percentile(leader_times, 0.5);
+  std::vector<double> deviations;
+  for (double us : leader_times) deviations.push_back(std::abs(us - leader_median));
+  std::sort(deviations.begin(), deviations.end());
+  if (challenger_median->second - leader_median > Percentile(deviations, 0.5)) return true;
   int paired = 0;
   for (const RetimingTiming& t : timings) {
     if (t.candidate_id != challenger) continue;

@@ -42,10 +42,11 @@ struct Retiming {
   // The median of each member's SM cycles per call (TimingFigures::median_cycles), for the
   // members whose every timing carries a mean clock.
   std::map<int64_t, double> MedianCycles() const;
-  // Whether the re-timing tells `challenger` slower than `leader`: slower in every round that
-  // timed both, or with a median past the leader's slowest timing. Otherwise the two are within
-  // what the re-timing resolves (at the H100's power limit one long kernel's timings swing by 5 to
-  // 13 % with the GPU's state, in the same order for neighbours in a round).
+  // Whether the re-timing tells `challenger` slower than `leader`: its median lies further past
+  // the leader's than the leader's timings lie from their own median (their median absolute
+  // deviation), or it was slower in every round that timed both. Otherwise the two are within
+  // what this re-timing resolves: at the H100's power limit one long kernel's timings swing by 5
+  // to 13 % with the GPU's state, while a short one's stay within 1 to 2 %.
   bool ClearlySlower(int64_t challenger, int64_t leader) const;
 };
 

@@ -202,9 +202,10 @@ TEST_CASE(
     "EliteBySideBySide: where the re-timing cannot tell a candidate slower than the fastest, the "
     "one with fewer SM cycles takes the place",
     "[retime]") {
-  // 1 is the fastest by median (101.5 us, at most 103); 2 is faster than 1 in round 1 and takes
-  // fewer cycles (at 1450 MHz); 3 takes fewer still but is slower than 1 in every round; 4 takes
-  // the fewest but its median (104) is past 1's slowest timing, though it beat 1 in round 0.
+  // 1 is the fastest by median (101.5 us; its timings lie a median 1 us from it); 2, 0.25 us
+  // behind, is faster than 1 in round 1 and takes fewer cycles (at 1450 MHz); 3 takes fewer still
+  // but is slower than 1 in every round; 4 takes the fewest and beat 1 in round 0, but its median
+  // (104) lies 2.5 us past 1's, further than 1's timings scatter.
   const std::vector<std::tuple<int64_t, std::vector<double>, double>> members = {
       {1, {100, 102, 101, 103}, 1500},
       {2, {101, 101.5, 102, 102.5}, 1450},
