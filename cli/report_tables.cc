@@ -82,9 +82,9 @@ std::string EliteTable(const ReportRun& report) {
                     "(re-timing {}, {}) (microseconds, p10..p90 in brackets).</p>\n",
                     static_cast<size_t>(retimed->timed) > report.elite.size()
                         ? fmt::format(
-                              "The {} {}of the {} candidates re-timed side by "
+                              "The {}{} of the {} candidates re-timed side by "
                               "side (the score's elite, close contenders and the fewest SM cycles)",
-                              report.elite.size(), retimed->median_cycles ? "" : "fastest ",
+                              retimed->median_cycles ? "" : "fastest ", report.elite.size(),
                               retimed->timed)
                         : std::string("Members by score"),
                     retimed->timings,

@@ -687,11 +687,11 @@ TEST_CASE(
   const auto elite = RunEvo({"show", "elite", "--db", db.string()}, dir.path());
   INFO(elite.err << elite.out);
   REQUIRE(elite.exit_code == 0);
-  CHECK(elite.out.find("ordered by the side-by-side re-timing 1 (2 timings of each member on GPU "
-                       "0, 2026-11-24T10:01:00.000Z): the median of each member's timings; the 3 "
-                       "fastest of the 4 it timed (the score's elite, close contenders and the fewest SM "
-                       "cycles)") !=
-        std::string::npos);
+  CHECK(elite.out.find(
+            "ordered by the side-by-side re-timing 1 (2 timings of each member on GPU "
+            "0, 2026-11-24T10:01:00.000Z): the median of each member's timings; the 3 "
+            "fastest of the 4 it timed (the score's elite, close contenders and the fewest SM "
+            "cycles)") != std::string::npos);
   // Best first by the side-by-side median, the score beside it.
   const size_t first =
       elite.out.find("   1  " + std::string(9 - std::to_string(ids[2]).size(), ' ') +
@@ -748,6 +748,89 @@ TEST_CASE(
                             "being the slower of "
                             "the first median and the confirming one; ranked by the median of 2 "
                             "side-by-side timings each (re-timing 1, ") != std::string::npos);
+}
+
+TEST_CASE(
+    "evo show elite and report say that cycles ordered what the side-by-side time could not, and "
+    "give each member's median cycles",
+    "[cli][retime][cycles]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  std::vector<int64_t> ids;
+  {
+    PopulationStore store(db, PopulationStore::Access::kReadWrite);
+    RunSpec spec;
+    spec.template_name = "sdpa_hopper";
+    spec.template_hash = "abc";
+    spec.problem = {{"B", 4}, {"H", 16}, {"S_q", 4096}, {"S_kv", 4096}, {"D", 128}};
+    spec.arch = "sm_90a";
+    spec.device = "NVIDIA H100 80GB HBM3";
+    spec.evaluator = "gpu";
+    spec.budget = 24;
+    spec.elite_size = 2;
+    const int64_t run_id = store.CreateRun(spec);
+    std::vector<std::pair<std::string, Proposal>> proposals;
+    for (const int64_t block_n : {128, 144, 160}) {
+      proposals.push_back({"cfg-" + std::to_string(block_n),
+                           Proposal{{{"BLOCK_N", block_n}}, "random", std::nullopt, std::nullopt}});
+    }
+    ids = store.AddPending(run_id, 0, proposals);
+    // Side by side (twenty-fifth session, 4,16,4096,128): BLOCK_N=128 is the fastest by median
+    // (944.58 us, its timings a median 8.69 us from it); BLOCK_N=160 lies 5.21 us behind, faster
+    // in round 2, at a lower clock: 3.4 % fewer cycles. BLOCK_N=144 is slower in every round.
+    const std::vector<std::vector<double>> rounds = {{953.31, 934.53, 935.94, 953.22},
+                                                     {960.0, 950.0, 960.0, 960.0},
+                                                     {957.92, 943.39, 904.13, 956.19}};
+    const std::vector<double> mhz = {1422, 1430, 1367};
+    Retiming retiming;
+    retiming.run_id = run_id;
+    retiming.rounds = 4;
+    retiming.gpu = GpuIdentity{0, "NVIDIA H100 80GB HBM3", "GPU-0"};
+    retiming.started_at = "2026-11-25T22:57:00.000Z";
+    retiming.finished_at = "2026-11-25T22:57:36.573Z";
+    for (size_t i = 0; i < 3; ++i) {
+      CandidateOutcome outcome;
+      outcome.status = Status::kMeasured;
+      outcome.gpu = GpuVerdict{};
+      TimingFigures timing;
+      timing.median_us = 950 + static_cast<double>(i);
+      timing.p10_us = timing.median_us - 5;
+      timing.p90_us = timing.median_us + 5;
+      outcome.gpu->timing = timing;
+      store.Finish(ids[i], outcome, timing);
+      for (int round = 0; round < 4; ++round) {
+        TimingFigures again = timing;
+        again.median_us = rounds[i][static_cast<size_t>(round)];
+        again.mean_sm_clock_mhz = mhz[i];
+        retiming.timings.push_back({ids[i], round, again});
+      }
+    }
+    store.AddRetiming(retiming);
+  }
+
+  const auto elite = RunEvo({"show", "elite", "--db", db.string()}, dir.path());
+  INFO(elite.err << elite.out);
+  REQUIRE(elite.exit_code == 0);
+  CHECK(elite.out.find("the median of each member's timings, and the fewer SM cycles per call "
+                       "where those cannot tell two apart; the 2 of the 3 it timed") !=
+        std::string::npos);
+  const auto json = nlohmann::json::parse(
+      RunEvo({"show", "elite", "--db", db.string(), "--json"}, dir.path()).out);
+  REQUIRE(json["elite"].size() == 2);
+  CHECK(json["elite"][0]["id"] == ids[2]);
+  CHECK(json["elite"][0]["side_by_side"]["median_us"] == Approx(949.79).margin(1e-9));
+  CHECK(json["elite"][0]["side_by_side"]["median_cycles"] == Approx(949.79 * 1367).epsilon(1e-12));
+  CHECK(json["elite"][1]["id"] == ids[0]);
+
+  const auto html = dir.path() / "report.html";
+  const auto report = RunEvo({"report", "--db", db.string(), "--out", html.string()}, dir.path());
+  INFO(report.err);
+  REQUIRE(report.exit_code == 0);
+  const std::string page = ReadFile(html);
+  INFO(page.substr(0, std::min<size_t>(page.size(), 4000)));
+  CHECK(page.find("<p>The 2 of the 3 candidates re-timed side by side") != std::string::npos);
+  CHECK(page.find("side-by-side timings each, and the fewer SM cycles per call where those "
+                  "cannot tell two apart (re-timing 1, ") != std::string::npos);
 }
 
 }  // namespace
