@@ -47,7 +47,8 @@ struct RetimeReport {
 // Re-times the elite of `run_id` (every member of the score's Top-K) and its close contenders
 // (PopulationStore::Contenders: scored within kContenderMargin of the last member) side by side
 // on options.lane when no stored re-timing timed exactly these candidates; the elite then holds
-// the K fastest of them (PopulationStore::Elite). options.rounds rounds
+// K of them, by time and, where the re-timing cannot tell time apart, by cycles
+// (PopulationStore::Elite). options.rounds rounds
 // (RoundOrder), each timing the performance gate's measurement (CandidateEvaluator::Remeasure:
 // gates 2 and 3 again, so a member whose output went wrong fails it). Stores the re-timing in
 // one transaction once every timing is in; a failure, an exception or `should_stop` (asked

@@ -76,7 +76,7 @@ std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>
 // tell slower than it (Retiming::ClearlySlower) took fewer SM cycles per call; then the one of
 // those with the fewest. So a close contender that is faster side by side takes the place of the
 // slowest member, and where time cannot tell two kernels apart, the one that does the work in
-// fewer cycles comes first: it is the faster at any clock this GPU's state sets. Otherwise (no
+// fewer cycles comes first: at any clock the two shared, it would be the faster. Otherwise (no
 // re-timing, or the score's elite changed since) `elite`.
 std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elite,
                                                std::vector<CandidateRecord> retimed,

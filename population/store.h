@@ -97,10 +97,10 @@ class PopulationStore {
   std::vector<CandidateRecord> Candidates(int64_t run_id);  // by id
   std::optional<CandidateRecord> FindCandidate(int64_t candidate_id);
   // The elite, best first: when the latest side-by-side re-timing timed every member of the
-  // score's elite, the K fastest of the candidates it timed by its medians (each then carries its
-  // CandidateRecord::side_by_side; a close contender can take a member's place), else the elite
-  // by score (EliteBySideBySide). What users take as "the best" (show, exports, tune's dispatch)
-  // comes from here.
+  // score's elite, K of the candidates it timed, by its medians and, where those cannot tell two
+  // apart, by cycles (each then carries its CandidateRecord::side_by_side; a close contender can
+  // take a member's place), else the elite by score (EliteBySideBySide). What users take as "the
+  // best" (show, exports, tune's dispatch) comes from here.
   std::vector<CandidateRecord> Elite(int64_t run_id);
   // What a re-timing of the run times: the score's elite and its close contenders
   // (SelectContenders), best first by score.
