@@ -40,6 +40,29 @@ std::vector<Genome> StoredGenomes(const std::filesystem::path& db, int64_t run) 
   return genomes;
 }
 
+// A run stored as the GPU would have made it, on an H100: one pending candidate per BLOCK_N.
+// Returns their ids; `run_id` gets the run's.
+std::vector<int64_t> StoreH100Run(PopulationStore& store, const std::string& template_name,
+                                  const std::string& arch, const Problem& problem, int elite_size,
+                                  const std::vector<int64_t>& block_ns, int64_t& run_id) {
+  RunSpec spec;
+  spec.template_name = template_name;
+  spec.template_hash = "abc";
+  spec.problem = problem;
+  spec.arch = arch;
+  spec.device = "NVIDIA H100 80GB HBM3";
+  spec.evaluator = "gpu";
+  spec.budget = 24;
+  spec.elite_size = elite_size;
+  run_id = store.CreateRun(spec);
+  std::vector<std::pair<std::string, Proposal>> proposals;
+  for (const int64_t block_n : block_ns) {
+    proposals.push_back({"cfg-" + std::to_string(block_n),
+                         Proposal{{{"BLOCK_N", block_n}}, "random", std::nullopt, std::nullopt}});
+  }
+  return store.AddPending(run_id, 0, proposals);
+}
+
 TEST_CASE("evo run replays a search into the database and evo show reads it back", "[cli][run]") {
   test::TempDir dir;
   const auto db = dir.path() / "evo.db";
@@ -638,22 +661,9 @@ TEST_CASE(
   std::vector<int64_t> ids;
   {
     PopulationStore store(db, PopulationStore::Access::kReadWrite);
-    RunSpec spec;
-    spec.template_name = "sdpa_fp16";
-    spec.template_hash = "abc";
-    spec.problem = {{"B", 1}, {"H", 16}, {"S_q", 16384}, {"S_kv", 16384}, {"D", 128}};
-    spec.arch = "sm_90";
-    spec.device = "NVIDIA H100 80GB HBM3";
-    spec.evaluator = "gpu";
-    spec.budget = 24;
-    spec.elite_size = 3;
-    run_id = store.CreateRun(spec);
-    std::vector<std::pair<std::string, Proposal>> proposals;
-    for (const int64_t block_n : {64, 128, 176, 192}) {
-      proposals.push_back({"cfg-" + std::to_string(block_n),
-                           Proposal{{{"BLOCK_N", block_n}}, "random", std::nullopt, std::nullopt}});
-    }
-    ids = store.AddPending(run_id, 0, proposals);
+    ids = StoreH100Run(store, "sdpa_fp16", "sm_90",
+                       {{"B", 1}, {"H", 16}, {"S_q", 16384}, {"S_kv", 16384}, {"D", 128}}, 3,
+                       {64, 128, 176, 192}, run_id);
     // The scores of issue 15's elite; side by side, the last was the fastest. A fourth, scored
     // 1.3 % behind the third (a close contender), is faster side by side than the first.
     const std::vector<double> scores = {3515.46, 3584.03, 3602.14, 3650.0};
@@ -759,22 +769,10 @@ TEST_CASE(
   std::vector<int64_t> ids;
   {
     PopulationStore store(db, PopulationStore::Access::kReadWrite);
-    RunSpec spec;
-    spec.template_name = "sdpa_hopper";
-    spec.template_hash = "abc";
-    spec.problem = {{"B", 4}, {"H", 16}, {"S_q", 4096}, {"S_kv", 4096}, {"D", 128}};
-    spec.arch = "sm_90a";
-    spec.device = "NVIDIA H100 80GB HBM3";
-    spec.evaluator = "gpu";
-    spec.budget = 24;
-    spec.elite_size = 2;
-    const int64_t run_id = store.CreateRun(spec);
-    std::vector<std::pair<std::string, Proposal>> proposals;
-    for (const int64_t block_n : {128, 144, 160}) {
-      proposals.push_back({"cfg-" + std::to_string(block_n),
-                           Proposal{{{"BLOCK_N", block_n}}, "random", std::nullopt, std::nullopt}});
-    }
-    ids = store.AddPending(run_id, 0, proposals);
+    int64_t run_id = 0;
+    ids = StoreH100Run(store, "sdpa_hopper", "sm_90a",
+                       {{"B", 4}, {"H", 16}, {"S_q", 4096}, {"S_kv", 4096}, {"D", 128}}, 2,
+                       {128, 144, 160}, run_id);
     // Side by side (twenty-fifth session, 4,16,4096,128): BLOCK_N=128 is the fastest by median
     // (944.58 us, its timings a median 8.69 us from it); BLOCK_N=160 lies 5.21 us behind, faster
     // in round 2, at a lower clock: 3.4 % fewer cycles. BLOCK_N=144 is slower in every round.
