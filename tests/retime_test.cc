@@ -218,6 +218,11 @@ TEST_CASE(
   CHECK_FALSE(retiming.ClearlySlower(1, 2));
   CHECK(retiming.ClearlySlower(4, 3));
   CHECK(retiming.MedianCycles().at(2) == Approx(101.75 * 1450));
+  // Within 1's slowest timing (103) and faster in round 0, but 1.5 us past 1's median: further
+  // than 1's timings scatter, so slower (one outlier timing of the leader widens no bound).
+  const Retiming scatter =
+      WithRounds(9, {{1, {100, 102, 101, 103}, 1500}, {5, {99.5, 103, 103, 103.5}, 1500}});
+  CHECK(scatter.ClearlySlower(5, 1));
 
   const std::vector<CandidateRecord> elite = {Scored(1, 10), Scored(2, 10.1), Scored(3, 10.2)};
   std::vector<CandidateRecord> retimed = elite;
