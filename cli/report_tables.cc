@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cli/report_html.h"
+#include "population/retiming.h"
 
 namespace evo::cli {
 namespace {
@@ -84,13 +85,11 @@ std::string EliteTable(const ReportRun& report) {
                         ? fmt::format(
                               "The {}{} of the {} candidates re-timed side by "
                               "side (the score's elite, close contenders and the fewest SM cycles)",
-                              retimed->median_cycles ? "" : "fastest ", report.elite.size(),
+                              CyclesBreakTies(report.elite) ? "" : "fastest ", report.elite.size(),
                               retimed->timed)
                         : std::string("Members by score"),
                     retimed->timings,
-                    retimed->median_cycles
-                        ? ", and the fewer SM cycles per call where those cannot tell two apart"
-                        : "",
+                    CyclesBreakTies(report.elite) ? fmt::format(", and {}", kCyclesBreakTies) : "",
                     retimed->retiming_id, HtmlEscape(retimed->finished_at))
               : "<p>Ranked by the score, the slower of the first median and the confirming "
                 "one (microseconds, p10..p90 in brackets).</p>\n";

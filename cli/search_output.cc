@@ -7,6 +7,7 @@
 #include <map>
 
 #include "evaluator/gpu_verdict_json.h"
+#include "population/retiming.h"
 
 namespace evo::cli {
 namespace {
@@ -25,17 +26,22 @@ std::string Problem_(const Problem& problem) { return Knobs(problem); }
 
 std::string OptionalId(const std::optional<int64_t>& id) { return id ? std::to_string(*id) : "-"; }
 
-// A timing's throughput: TFLOP/s where the template counts flops, GB/s where it counts only
-// bytes (a bandwidth-bound kernel), both where it counts both.
-// The clock a timing ran at: averaged over its timed launches (with its cycles per call), or in
-// older records the one read right after them.
-std::string ClockText(const TimingFigures& t) {
-  if (const std::optional<double> cycles = t.median_cycles()) {
-    return fmt::format(" at {:.0f} MHz, {:.1f} k SM cycles", t.mean_sm_clock_mhz, *cycles / 1000);
-  }
-  return t.sm_clock_mhz > 0 ? fmt::format(" at {:.0f} MHz", t.sm_clock_mhz) : "";
+// The clock a timing ran at: averaged over its timed launches, or in older records the one read
+// right after them; 0 when neither was measured.
+double ClockMhz(const TimingFigures& t) {
+  return t.mean_sm_clock_mhz > 0 ? t.mean_sm_clock_mhz : t.sm_clock_mhz;
 }
 
+// That clock as text, with the cycles per call where the mean clock gives them.
+std::string ClockText(const TimingFigures& t) {
+  if (const std::optional<double> cycles = t.median_cycles()) {
+    return fmt::format(" at {:.0f} MHz, {:.1f} k SM cycles", ClockMhz(t), *cycles / 1000);
+  }
+  return ClockMhz(t) > 0 ? fmt::format(" at {:.0f} MHz", ClockMhz(t)) : "";
+}
+
+// A timing's throughput: TFLOP/s where the template counts flops, GB/s where it counts only
+// bytes (a bandwidth-bound kernel), both where it counts both.
 std::string Throughput(const TimingFigures& t) {
   if (t.gbps > 0 && t.tflops > 0)
     return fmt::format("{:.1f} TFLOP/s, {:.1f} GB/s", t.tflops, t.gbps);
@@ -171,16 +177,13 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
                   [](const CandidateRecord& c) { return c.scoring_timing()->gbps > 0; });
   const std::optional<SideBySide>& retimed = elite.front().side_by_side;
   if (retimed) {
-    // With the mean clock in its timings, cycles order what the time cannot (EliteBySideBySide).
-    const bool cycles = std::any_of(elite.begin(), elite.end(), [](const CandidateRecord& c) {
-      return c.side_by_side && c.side_by_side->median_cycles;
-    });
+    const bool cycles = CyclesBreakTies(elite);
     text += fmt::format(
         "  ordered by the side-by-side re-timing {} ({} timings of each member{}, {}): the "
         "median of each member's timings{}{}\n",
         retimed->retiming_id, retimed->timings,
         retimed->gpu ? fmt::format(" on GPU {}", retimed->gpu->ordinal) : "", retimed->finished_at,
-        cycles ? ", and the fewer SM cycles per call where those cannot tell two apart" : "",
+        cycles ? fmt::format(", and {}", kCyclesBreakTies) : "",
         static_cast<size_t>(retimed->timed) > elite.size()
             ? fmt::format("; the {} {}of the {} it timed (the score's elite, close "
                           "contenders and the fewest SM cycles)",
@@ -226,11 +229,7 @@ std::string RetimingsToText(int64_t candidate_id, const std::vector<Retiming>& r
     for (const RetimingTiming& t : retiming.timings) {
       if (t.candidate_id != candidate_id) continue;
       timings += fmt::format("{}{:.2f}", timings.empty() ? "" : ", ", t.timing.median_us);
-      if (t.timing.mean_sm_clock_mhz > 0) {
-        timings += fmt::format(" ({:.0f} MHz)", t.timing.mean_sm_clock_mhz);
-      } else if (t.timing.sm_clock_mhz > 0) {
-        timings += fmt::format(" ({:.0f} MHz)", t.timing.sm_clock_mhz);
-      }
+      if (ClockMhz(t.timing) > 0) timings += fmt::format(" ({:.0f} MHz)", ClockMhz(t.timing));
     }
     text += fmt::format(
         "  side by side: median {:.2f} us in re-timing {} of {} candidates{} ({}): {} us{}\n",

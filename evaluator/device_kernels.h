@@ -25,9 +25,6 @@ struct ComparisonStats {
   bool passed() const { return elements > 0 && over_tolerance == 0 && non_finite == 0; }
 };
 
-// evo's own GPU helpers for the gates: N(0,1) (or uniform) inputs from a counter-based generator
-// (the same seed gives the same tensor on any GPU), and the output comparison, reduced on the GPU
-// so that large outputs never cross PCIe. Compiled once per worker for the device's arch.
 // Where evo_cycle_stamp writes: each SM's cycle counter and the global timer, one pair per SM.
 class CycleStamps {
  public:
@@ -48,6 +45,9 @@ class CycleStamps {
 // in both, or no time passed between them.
 double MeanClockMhz(const std::vector<uint64_t>& before, const std::vector<uint64_t>& after);
 
+// evo's own GPU helpers for the gates: N(0,1) (or uniform) inputs from a counter-based generator
+// (the same seed gives the same tensor on any GPU), and the output comparison, reduced on the GPU
+// so that large outputs never cross PCIe. Compiled once per worker for the device's arch.
 class DeviceKernels {
  public:
   DeviceKernels(Compiler& compiler, const std::string& arch);

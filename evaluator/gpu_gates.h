@@ -44,8 +44,9 @@ struct TimingFigures {
 
   // SM cycles per call at the median: the median time at the mean clock. Unlike the time, it
   // does not move with the clock the GPU's state sets from one timing to the next; but the clock
-  // a kernel's own power draw sets is part of its time, so evo ranks by time and uses cycles
-  // only to choose what to time again side by side. Absent without a mean clock.
+  // a kernel's own power draw sets is part of its time, so evo ranks by time; cycles choose what
+  // to time again side by side, and order the elite where those timings cannot tell time apart
+  // (EliteBySideBySide). Absent without a mean clock.
   std::optional<double> median_cycles() const {
     if (mean_sm_clock_mhz <= 0) return std::nullopt;
     return median_us * mean_sm_clock_mhz;

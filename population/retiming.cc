@@ -55,21 +55,23 @@ std::map<int64_t, double> Retiming::MedianCycles() const {
 bool Retiming::ClearlySlower(int64_t challenger, int64_t leader) const {
   std::map<int, double> leader_by_round;
   std::vector<double> leader_times;
+  std::vector<double> challenger_times;
   for (const RetimingTiming& t : timings) {
+    if (t.candidate_id == challenger) challenger_times.push_back(t.timing.median_us);
     if (t.candidate_id != leader) continue;
     leader_by_round[t.round] = t.timing.median_us;
     leader_times.push_back(t.timing.median_us);
   }
-  const std::map<int64_t, double> medians = Medians();
-  const auto challenger_median = medians.find(challenger);
-  if (leader_times.empty() || challenger_median == medians.end()) return false;
+  if (leader_times.empty() || challenger_times.empty()) return false;
+  std::sort(challenger_times.begin(), challenger_times.end());
+  const double challenger_median = Percentile(challenger_times, 0.5);
   // The leader's own scatter: the median of its timings' distances from their median.
   std::sort(leader_times.begin(), leader_times.end());
   const double leader_median = Percentile(leader_times, 0.5);
   std::vector<double> deviations;
   for (double us : leader_times) deviations.push_back(std::abs(us - leader_median));
   std::sort(deviations.begin(), deviations.end());
-  if (challenger_median->second - leader_median > Percentile(deviations, 0.5)) return true;
+  if (challenger_median - leader_median > Percentile(deviations, 0.5)) return true;
   int paired = 0;
   for (const RetimingTiming& t : timings) {
     if (t.candidate_id != challenger) continue;
@@ -174,6 +176,12 @@ std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elit
     retimed.erase(retimed.begin() + static_cast<std::ptrdiff_t>(pick));
   }
   return ordered;
+}
+
+bool CyclesBreakTies(const std::vector<CandidateRecord>& elite) {
+  return std::any_of(elite.begin(), elite.end(), [](const CandidateRecord& c) {
+    return c.side_by_side && c.side_by_side->median_cycles;
+  });
 }
 
 }  // namespace evo

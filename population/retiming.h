@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "evaluator/gpu_gates.h"
@@ -81,5 +82,11 @@ std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>
 std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elite,
                                                std::vector<CandidateRecord> retimed,
                                                const std::optional<Retiming>& retiming);
+
+// Whether EliteBySideBySide could order `elite` by cycles where time did not tell: some member's
+// side-by-side figure carries its median cycles. Then kCyclesBreakTies says so to people.
+bool CyclesBreakTies(const std::vector<CandidateRecord>& elite);
+inline constexpr std::string_view kCyclesBreakTies =
+    "the fewer SM cycles per call where those cannot tell two apart";
 
 }  // namespace evo
