@@ -99,14 +99,11 @@ def key_of(genome, knobs):
 
 
 def task_arguments(header):
-    """The `evo run` options that name the recording's task."""
-    problem = dict(header["problem"])
+    """The `evo run` options that name the recording's task: every problem parameter as
+    --problem, which any template takes (an attention shape and an RMSNorm's ROWS and COLS alike),
+    so that evo refuses a recording whose header does not match the template."""
     args = ["--template", header["template"]]
-    shape = [problem.pop(k) for k in ("B", "H", "S_q", "S_kv", "D")]
-    args += ["--shape", ",".join(str(v) for v in shape)]
-    if problem.pop("CAUSAL", 0):
-        args.append("--causal")
-    for name, value in sorted(problem.items()):
+    for name, value in sorted(header["problem"].items()):
         args += ["--problem", f"{name}={value}"]
     return args
 
