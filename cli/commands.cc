@@ -288,9 +288,14 @@ std::function<int()> SetupWorker(CLI::App& app, const GlobalOptions& global) {
     options->template_folders.assign(global.template_folders.begin(),
                                      global.template_folders.end());
     if (!*no_cache) options->cache_dir = *cache_dir;
-    // Ctrl-C reaches the whole process group; evo stops the worker itself, after storing the
-    // candidate it is measuring, so the worker must not die of it first.
+    // A stop reaches the whole process group: Ctrl-C (SIGINT) from a terminal, SIGTERM from
+    // `timeout`, `kill -- -PGID` or a job scheduler. evo stops the worker itself once the
+    // candidate it is measuring is stored (closing its stdin, SIGKILL past a grace), so the
+    // worker must not die of the signal first: its candidate would be stored as a runtime
+    // error of a worker "killed by signal 15", a kernel that did nothing wrong (two sweeps of
+    // the twenty-sixth session, stopped by `timeout`, recorded one each).
     std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGTERM, SIG_IGN);
     return RunGpuWorker(*options, std::cin, std::cout);
   };
 }

@@ -6,9 +6,13 @@
 #include <catch2/catch.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <thread>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -53,6 +57,41 @@ std::string ErrorOf(Fn&& fn) {
   }
   FAIL("no evo::Error was thrown");
   return "";
+}
+
+// The signals (SIGINT, SIGTERM, ...) `pid` ignores, from /proc: a mask of bit (signal - 1).
+uint64_t IgnoredSignals(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigIgn:", 0) == 0) return std::stoull(line.substr(7), nullptr, 16);
+  }
+  return 0;
+}
+
+TEST_CASE("evo worker outlives a stop sent to its process group and ends when evo closes its stdin",
+          "[supervisor]") {
+  // `timeout` and Ctrl-C signal evo's whole process group, the worker with it. evo stores the
+  // candidate in flight before it stops the worker; a worker dead of the signal first made that
+  // candidate a runtime error. No GPU is needed: the worker opens its context on a request.
+  Subprocess worker({test::EvoBinary().string(), "worker", "--device", "0"});
+  const uint64_t sigint = uint64_t{1} << (SIGINT - 1);
+  const auto started = Clock::now();
+  while ((IgnoredSignals(worker.pid()) & sigint) == 0 && Clock::now() - started < 20s) {
+    REQUIRE_FALSE(worker.TryWait().has_value());
+    std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE((IgnoredSignals(worker.pid()) & sigint) != 0);  // its signal set-up is done
+  for (const int signal : {SIGTERM, SIGINT}) {
+    INFO("signal " << signal);
+    REQUIRE(::kill(worker.pid(), signal) == 0);
+    const std::optional<ExitStatus> ended = worker.WaitFor(300ms);
+    REQUIRE_FALSE(ended.has_value());
+  }
+  worker.CloseStdin();
+  const std::optional<ExitStatus> ended = worker.WaitFor(10s);
+  REQUIRE(ended.has_value());
+  CHECK(ended->Describe() == "exited with code 0");
 }
 
 TEST_CASE("a subprocess hands back whole lines, buffers partial ones and reports EOF",
