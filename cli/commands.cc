@@ -294,8 +294,9 @@ std::function<int()> SetupWorker(CLI::App& app, const GlobalOptions& global) {
     // worker must not die of the signal first: its candidate would be stored as a runtime
     // error of a worker "killed by signal 15", a kernel that did nothing wrong (two sweeps of
     // the twenty-sixth session, stopped by `timeout`, recorded one each).
-    std::signal(SIGINT, SIG_IGN);
+    // SIGINT last: a worker that ignores it has ignored SIGTERM too (the test reads SigIgn).
     std::signal(SIGTERM, SIG_IGN);
+    std::signal(SIGINT, SIG_IGN);
     return RunGpuWorker(*options, std::cin, std::cout);
   };
 }
