@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -304,6 +305,11 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
       return kExitOk;
     }
     if (out->empty()) throw Error("evo sweep needs --out FILE (the recording to write)");
+    // A file that cannot be continued (compressed, not a recording) is refused before the GPU
+    // is set up, on any machine.
+    if (std::filesystem::exists(*out) && std::filesystem::file_size(*out) > 0) {
+      ReadRecordingHeader(*out);
+    }
     const std::unique_ptr<EvaluatorSetup> setup =
         MakeEvaluator(global, *options, kernel_template, problem);
     RecordingHeader header;

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "common/error.h"
@@ -76,11 +78,32 @@ RecordedCandidate CandidateFromJson(const nlohmann::json& json) {
   return candidate;
 }
 
+// Recordings are kept compressed where space counts (the held-out ones of .device/holdout), and
+// a compressed one would otherwise be refused with a JSON parser's complaint about its first
+// byte. `start`: the file's first bytes.
+void RefuseCompressed(const std::filesystem::path& path, std::string_view start) {
+  struct Format {
+    std::string_view magic, name, command;
+  };
+  static constexpr Format kFormats[] = {{"\x1f\x8b", "gzip", "gunzip -k"},
+                                        {"\xfd\x37\x7a\x58\x5a", "xz", "unxz -k"},
+                                        {"\x28\xb5\x2f\xfd", "zstd", "unzstd"},
+                                        {"BZh", "bzip2", "bunzip2 -k"}};
+  for (const Format& format : kFormats) {
+    if (start.substr(0, format.magic.size()) == format.magic) {
+      throw Error("recording '" + path.string() + "' is " + std::string(format.name) +
+                  "-compressed; evo reads recordings as plain JSON lines: decompress it first (" +
+                  std::string(format.command) + " '" + path.string() + "')");
+    }
+  }
+}
+
 // The text of the file up to its last newline, and whether anything followed it.
 std::string ReadWholeLines(const std::filesystem::path& path, bool& torn) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("cannot read recording '" + path.string() + "'");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  RefuseCompressed(path, text);
   const size_t end = text.rfind('\n');
   const size_t whole = end == std::string::npos ? 0 : end + 1;
   torn = whole != text.size();
@@ -143,6 +166,7 @@ RecordingHeader ReadRecordingHeader(const std::filesystem::path& path) {
   if (!std::getline(in, line) || line.empty()) {
     throw Error("recording '" + path.string() + "' is empty");
   }
+  RefuseCompressed(path, line);
   try {
     return HeaderFromJson(nlohmann::json::parse(line));
   } catch (const std::exception& error) {

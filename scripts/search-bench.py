@@ -50,6 +50,7 @@ optuna cannot be imported the TPE column is left out and the script says so.
 
 import argparse
 import concurrent.futures
+import gzip
 import json
 import math
 import os
@@ -68,8 +69,9 @@ CHECKPOINTS = [25, 50, 100, 200]
 
 
 def load_recording(path):
-    """The recording's header and {genome key: time in us, or None for no measurement}."""
-    with open(path) as f:
+    """The recording's header and {genome key: time in us, or None for no measurement}. A
+    recording ending in .gz is read through gzip (the held-out ones are kept so)."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         lines = [line for line in f.read().splitlines() if line.strip()]
     if not lines:
         raise SystemExit(f"search-bench: {path} is empty")
@@ -140,12 +142,12 @@ def run_and_read(command, db, queries):
                 os.remove(db + suffix)
 
 
-def run_evo(landscape, evo, seed, cap, starting_points, workdir, evo_args, clock):
+def run_evo(landscape, replay, evo, seed, cap, starting_points, workdir, evo_args, clock):
     """evo's trace of times, and with `clock` the simulated seconds at which each candidate's
-    measurement ended (else None)."""
+    measurement ended (else None). `replay`: the recording as plain JSON lines, which evo reads."""
     name = f"evo-{'sp' if starting_points else 'nosp'}-{seed}-{os.getpid()}"
     db = os.path.join(workdir, name + ".db")
-    command = [evo, "run", "--replay", landscape.path, "--budget", str(cap), "--seed", str(seed),
+    command = [evo, "run", "--replay", replay, "--budget", str(cap), "--seed", str(seed),
                "--db", db, "--new"] + task_arguments(landscape.header) + evo_args
     if not starting_points:
         command.append("--no-starting-points")
@@ -225,15 +227,15 @@ _landscapes = {}  # per worker process: a recording is read once
 
 
 def run_one(task):
-    method, path, seed, cap, evo, workdir, within, multivariate, evo_args, clock = task
+    method, path, replay, seed, cap, evo, workdir, within, multivariate, evo_args, clock = task
     if path not in _landscapes:
         _landscapes[path] = Landscape(path)
     landscape = _landscapes[path]
     started = time.monotonic()
     seconds = None
     if method in ("evo", "evo+sp"):
-        trace, seconds = run_evo(landscape, evo, seed, cap, method == "evo+sp", workdir, evo_args,
-                                 clock)
+        trace, seconds = run_evo(landscape, replay, evo, seed, cap, method == "evo+sp", workdir,
+                                 evo_args, clock)
     elif method == "random":
         trace = run_random(landscape, seed, cap)
     else:
@@ -419,7 +421,8 @@ def print_table(landscape, summaries, against, cap, within, seeds, elapsed):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("recordings", nargs="+", help="recordings made by `evo sweep` (JSON lines)")
+    parser.add_argument("recordings", nargs="+",
+                        help="recordings made by `evo sweep` (JSON lines, or gzipped: .gz)")
     parser.add_argument("--evo", default="build/evo", help="the evo binary (default: build/evo)")
     parser.add_argument("--seeds", type=int, default=20, help="seeds per method (default: 20)")
     parser.add_argument("--first-seed", type=int, default=1, help="seeds run from this (default: 1)")
@@ -466,13 +469,22 @@ def main():
     workdir = tempfile.mkdtemp(prefix="evo-search-bench-", dir=base)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     evo_args = shlex.split(args.evo_args)
-    tasks = [(m, l.path, s, caps[l.path], evo, workdir, args.within, not args.tpe_univariate,
-              evo_args, args.clock)
-             for l in landscapes for m in methods for s in seeds]
     traces = {}
     clocks = {}
     elapsed = {}
     try:
+        # evo reads plain JSON lines: a gzipped recording is decompressed once for its runs.
+        replays = {}
+        for index, landscape in enumerate(landscapes):
+            replays[landscape.path] = landscape.path
+            if landscape.path.endswith(".gz") and any(m.startswith("evo") for m in methods):
+                plain = os.path.join(workdir, f"{index}-" + os.path.basename(landscape.path)[:-3])
+                with gzip.open(landscape.path, "rb") as source, open(plain, "wb") as target:
+                    shutil.copyfileobj(source, target)
+                replays[landscape.path] = plain
+        tasks = [(m, l.path, replays[l.path], s, caps[l.path], evo, workdir, args.within,
+                  not args.tpe_univariate, evo_args, args.clock)
+                 for l in landscapes for m in methods for s in seeds]
         with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             for method, path, seed, trace, clock, seconds in pool.map(run_one, tasks):
                 traces.setdefault(path, {}).setdefault(method, {})[seed] = trace

@@ -1,6 +1,7 @@
 #include <signal.h>
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -213,6 +214,60 @@ TEST_CASE("evo run --replay FILE alone searches the task the recording measured"
                             dir.path());
   CHECK(other.exit_code == 2);
   CHECK(other.err.find("is of sdpa_fp8 at") != std::string::npos);
+}
+
+TEST_CASE(
+    "a compressed recording is refused naming how to decompress it; the database and file are kept",
+    "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const auto fp8 = test::SourceDir() / "tests" / "data" / "sdpa_fp8_h100_2x8x4096x128_qfp8.jsonl";
+  const auto first =
+      RunEvo({"run", "--replay", fp8.string(), "--db", db.string(), "--budget", "8", "--seed", "1"},
+             dir.path());
+  REQUIRE(first.exit_code == 0);
+  const auto stored = StoredGenomes(db, 1);
+  REQUIRE(stored.size() == 8);
+
+  // A real gzip file, as the held-out recordings are kept, and the first bytes of an xz one.
+  const auto gz = dir.path() / "fp8.jsonl.gz";
+  REQUIRE(std::system(("gzip -c '" + fp8.string() + "' > '" + gz.string() + "'").c_str()) == 0);
+  const auto xz = dir.path() / "fp8.jsonl.xz";
+  test::WriteFile(xz, std::string("\xfd\x37\x7a\x58\x5a\x00\x00\x04\xe6\xd6\xb4\x46", 12));
+  const std::pair<std::filesystem::path, std::string> cases[] = {
+      {gz,
+       "is gzip-compressed; evo reads recordings as plain JSON lines: decompress it first "
+       "(gunzip -k '" +
+           gz.string() + "')"},
+      {xz, "is xz-compressed"}};
+  for (const auto& [recording, message] : cases) {
+    INFO(recording);
+    // Resuming the stored run with it, and a new run from it alone.
+    for (const bool resume : {true, false}) {
+      std::vector<std::string> args = {"run",  "--replay",  recording.string(),
+                                       "--db", db.string(), "--budget",
+                                       "16",   "--seed",    "1"};
+      if (resume)
+        args.insert(args.end(),
+                    {"--template", "sdpa_fp8", "--shape", "2,8,4096,128", "--problem", "Q_FP8=1"});
+      const auto result = RunEvo(args, dir.path());
+      INFO(result.err);
+      CHECK(result.exit_code == 2);
+      CHECK(result.err.find("recording '" + recording.string() + "' " + message) !=
+            std::string::npos);
+    }
+  }
+  CHECK(StoredGenomes(db, 1) == stored);
+
+  // A sweep refuses to continue one, before it looks for a GPU, and leaves it as it was.
+  const std::string gz_bytes = *TryReadFile(gz);
+  const auto sweep = RunEvo({"sweep", "--template", "sdpa_fp8", "--shape", "2,8,4096,128",
+                             "--problem", "Q_FP8=1", "--out", gz.string()},
+                            dir.path());
+  INFO(sweep.err);
+  CHECK(sweep.exit_code == 2);
+  CHECK(sweep.err.find("recording '" + gz.string() + "' is gzip-compressed") != std::string::npos);
+  CHECK(*TryReadFile(gz) == gz_bytes);
 }
 
 TEST_CASE("evo run: bad input gets a clear error and leaves the database alone", "[cli][run]") {

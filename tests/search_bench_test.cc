@@ -1,9 +1,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -295,6 +297,39 @@ TEST_CASE("the search benchmark replays a recording of any template: rmsnorm has
   }
   // The landscape is one smooth bowl: the engine gets within 2 % of its floor in both seeds.
   for (const auto& hit : figures["methods"]["evo"]["hits"]) CHECK(!hit.is_null());
+}
+
+TEST_CASE("the search benchmark reads a gzipped recording as it reads the plain one", "[bench]") {
+  test::TempDir dir;
+  const Cut cut = WriteCut(dir.path());
+  const auto gz = dir.path() / "cut.jsonl.gz";
+  REQUIRE(std::system(("gzip -c '" + cut.path.string() + "' > '" + gz.string() + "'").c_str()) ==
+          0);
+  std::map<std::string, nlohmann::json> methods;
+  for (const auto& recording : {cut.path, gz}) {
+    INFO(recording);
+    const auto json_path = dir.path() / (recording.filename().string() + ".json");
+    const std::optional<test::CommandResult> ran =
+        RunSearchBench(dir.path(), {"--seeds", "2", "--cap", "30", "--methods", "evo", "random",
+                                    "--json", json_path.string(), recording.string()});
+    if (!ran) return;
+    INFO(ran->out << ran->err);
+    REQUIRE(ran->exit_code == 0);
+    CHECK(ran->out.find(std::to_string(cut.configurations) + " configurations") !=
+          std::string::npos);
+    const nlohmann::json report = nlohmann::json::parse(*TryReadFile(json_path));
+    methods[recording.extension().string()] = report["recordings"][0]["methods"];
+  }
+  REQUIRE(methods.size() == 2);
+  CHECK(methods[".gz"]["evo"]["hits"] == methods[".jsonl"]["evo"]["hits"]);
+  CHECK(methods[".gz"]["evo"]["after"] == methods[".jsonl"]["evo"]["after"]);
+  CHECK(methods[".gz"]["random"]["hits"] == methods[".jsonl"]["random"]["hits"]);
+  // The decompressed copy was the benchmark's own: beside the recordings only the reports.
+  std::set<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    files.insert(entry.path().filename().string());
+  CHECK(files ==
+        std::set<std::string>{"cut.jsonl", "cut.jsonl.gz", "cut.jsonl.json", "cut.jsonl.gz.json"});
 }
 
 TEST_CASE("the tune benchmark: seeded and unseeded tunes over two shapes, figures that add up",
