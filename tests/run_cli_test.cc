@@ -22,10 +22,12 @@ namespace {
 
 using test::RunEvo;
 
-std::vector<std::string> ReplayRun(const std::filesystem::path& db, int budget, int seed) {
+// `evo run` replaying `recording` (tests/data's sdpa_fp16 one unless named) into `db`.
+std::vector<std::string> ReplayRun(const std::filesystem::path& db, int budget, int seed,
+                                   const std::filesystem::path& recording = test::H100Recording()) {
   return {"run",
           "--replay",
-          test::H100Recording().string(),
+          recording.string(),
           "--db",
           db.string(),
           "--budget",
@@ -188,9 +190,7 @@ TEST_CASE("evo run --replay FILE alone searches the task the recording measured"
   test::TempDir dir;
   const auto db = dir.path() / "evo.db";
   const auto fp8 = test::SourceDir() / "tests" / "data" / "sdpa_fp8_h100_2x8x4096x128_qfp8.jsonl";
-  const auto run =
-      RunEvo({"run", "--replay", fp8.string(), "--db", db.string(), "--budget", "8", "--seed", "1"},
-             dir.path());
+  const auto run = RunEvo(ReplayRun(db, 8, 1, fp8), dir.path());
   INFO(run.err);
   REQUIRE(run.exit_code == 0);
   {
@@ -203,9 +203,7 @@ TEST_CASE("evo run --replay FILE alone searches the task the recording measured"
     CHECK(runs[0].spec.problem.at("D") == 128);
   }
   // Run again: the same task, so the finished run is found rather than a new one made.
-  const auto again =
-      RunEvo({"run", "--replay", fp8.string(), "--db", db.string(), "--budget", "8", "--seed", "1"},
-             dir.path());
+  const auto again = RunEvo(ReplayRun(db, 8, 1, fp8), dir.path());
   CHECK(again.exit_code == 0);
   CHECK(again.out.find("run 1 of this task is finished") != std::string::npos);
   // A task given on the command line is still checked against the recording's.
@@ -222,9 +220,7 @@ TEST_CASE(
   test::TempDir dir;
   const auto db = dir.path() / "evo.db";
   const auto fp8 = test::SourceDir() / "tests" / "data" / "sdpa_fp8_h100_2x8x4096x128_qfp8.jsonl";
-  const auto first =
-      RunEvo({"run", "--replay", fp8.string(), "--db", db.string(), "--budget", "8", "--seed", "1"},
-             dir.path());
+  const auto first = RunEvo(ReplayRun(db, 8, 1, fp8), dir.path());
   REQUIRE(first.exit_code == 0);
   const auto stored = StoredGenomes(db, 1);
   REQUIRE(stored.size() == 8);
@@ -244,9 +240,7 @@ TEST_CASE(
     INFO(recording);
     // Resuming the stored run with it, and a new run from it alone.
     for (const bool resume : {true, false}) {
-      std::vector<std::string> args = {"run",  "--replay",  recording.string(),
-                                       "--db", db.string(), "--budget",
-                                       "16",   "--seed",    "1"};
+      std::vector<std::string> args = ReplayRun(db, 16, 1, recording);
       if (resume)
         args.insert(args.end(),
                     {"--template", "sdpa_fp8", "--shape", "2,8,4096,128", "--problem", "Q_FP8=1"});
