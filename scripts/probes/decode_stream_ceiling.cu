@@ -51,6 +51,9 @@ __device__ float stream_range(const char* __restrict__ k, const char* __restrict
   if (threadIdx.x != 0) return acc;
   for (int s = 0; s < stages; ++s) mbar_init(smem_u32(&bars[s]), 1);
   fence_mbarrier_init();
+  // pdl_at_end bit 1: launched programmatically after the kernel before it, so the prologue above
+  // ran under that kernel's tail; the loads wait for it to complete.
+  if (pdl_at_end & 2) asm volatile("griddepcontrol.wait;" ::: "memory");
   const long head_off = static_cast<long>(head) * kKeys * kRowBytes;
   auto issue = [&](int c, int s) {
     const unsigned bar = smem_u32(&bars[s]);
@@ -65,10 +68,10 @@ __device__ float stream_range(const char* __restrict__ k, const char* __restrict
     mbar_wait(smem_u32(&bars[s]), (i / stages) & 1);
     acc += reinterpret_cast<const float*>(smem + s * 2 * kChunkBytes)[i & 63];
     if (c + stages < last) issue(c + stages, s);
-    if (pdl_at_end && c + stages == last)
+    if ((pdl_at_end & 1) && c + stages == last)
       asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   }
-  if (pdl_at_end && last - first <= stages)
+  if ((pdl_at_end & 1) && last - first <= stages)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   return acc;
 }
@@ -366,7 +369,9 @@ __global__ void stream_designated_kernel(const char* __restrict__ k, const char*
 // As a split-KV combine: one warp per output row (32 rows), `splits` partial rows of 128 floats.
 __global__ void combine_kernel(const float* __restrict__ partial, float* __restrict__ result,
                                int splits, int wait) {
-  if (wait) asm volatile("griddepcontrol.wait;" ::: "memory");
+  // wait bit 1: the next call's stream may launch now, its prologue under this combine.
+  if (wait & 2) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (wait & 1) asm volatile("griddepcontrol.wait;" ::: "memory");
   const int row = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x % 32;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   for (int s = 0; s < splits; ++s) {
@@ -439,7 +444,8 @@ int main() {
     float extra;
     int poll;
   };  // mode 0 alone, 1 + combine, 2 + combine by PDL, 3 cluster, 4..7 last CTA (protocol 0..2,
-      // loads at once), 8 a designated combiner with `extra` more keys
+      // loads at once), 8 a designated combiner with `extra` more keys, 9 alone with every call's
+      // stream launched programmatically, 10 + combine with both kernels launched so
   std::vector<Case> cases;
   const bool all = getenv("PROBE_ALL") != nullptr;
   for (int splits : {8, 16, 32, 64})
@@ -455,8 +461,15 @@ int main() {
   for (int splits : {8, 16, 32})
     for (int mode : {4, 5, 6, 7})
       if (all || (splits == 16 && mode == 6)) cases.push_back({splits, 4, 128, mode, 0.f, 0});
+  if (getenv("PROBE_PDL") != nullptr) {
+    cases.clear();
+    for (int splits : {16, 32})
+      for (int mode : {0, 9, 1, 2, 10}) cases.push_back({splits, 4, 128, mode, 0.f, 0});
+    for (int mode : {0, 9, 2, 10}) cases.push_back({16, 2, 128, mode, 0.f, 0});
+  }
   for (int poll : {3, 0, 1, 2})
     for (int splits : {8, 16})
+      if (getenv("PROBE_PDL") == nullptr)
       for (float extra : {0.f, 0.06f, 0.12f}) cases.push_back({splits, 4, 128, 8, extra, poll});
   for (const Case& c : cases) {
     const int smem = c.stages * 2 * kChunkBytes;
@@ -490,9 +503,16 @@ int main() {
                            c.splits, c.stages);
         return;
       }
+      cudaLaunchAttribute pdl[1];
+      pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      pdl[0].val.programmaticStreamSerializationAllowed = 1;
+      if (c.mode >= 9) {
+        cfg.attrs = pdl;
+        cfg.numAttrs = 1;
+      }
       cudaLaunchKernelEx(&cfg, stream_kernel, (const char*)k, (const char*)v, out, c.splits,
-                         c.stages, (int)(c.mode == 2));
-      if (c.mode == 0) return;
+                         c.stages, c.mode >= 9 ? 3 : (int)(c.mode == 2));
+      if (c.mode == 0 || c.mode == 9) return;
       cudaLaunchConfig_t cc = {};
       cc.gridDim = dim3(8);
       cc.blockDim = dim3(128);
@@ -501,9 +521,9 @@ int main() {
       attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
       attr[0].val.programmaticStreamSerializationAllowed = 1;
       cc.attrs = attr;
-      cc.numAttrs = c.mode == 2 ? 1 : 0;
+      cc.numAttrs = c.mode == 2 || c.mode == 10 ? 1 : 0;
       cudaLaunchKernelEx(&cc, combine_kernel, (const float*)partial, result, c.splits,
-                         (int)(c.mode == 2));
+                         c.mode == 10 ? 3 : (int)(c.mode == 2));
     };
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -535,6 +555,8 @@ int main() {
            : c.mode == 1 ? "+ combine, stream order"
            : c.mode == 2 ? "+ combine, PDL at end"
            : c.mode == 3 ? "cluster combine"
+           : c.mode == 9 ? "stream alone, PDL chain"
+           : c.mode == 10 ? "+ combine, PDL both ways"
            : c.mode == 4 ? "last CTA, fence per thread"
            : c.mode == 5 ? "last CTA, fence per CTA"
            : c.mode == 6 ? "last CTA, acq_rel atomic"
