@@ -7,8 +7,9 @@
 // publishing the partials, and the partials' loads one after another or all at once), and by a
 // designated CTA per KV head that merges the others' partials while it still streams. Build from
 // the repository root: nvcc -O3 -std=c++17 -arch=sm_90a -I kernel_templates/include
-// scripts/probes/decode_stream_ceiling.cu; PROBE_ALL=1 runs every case, otherwise the 16-split
-// references and the designated combiner.
+// scripts/probes/decode_stream_ceiling.cu; PROBE_ALL=1 runs every case, PROBE_PDL=1 only the
+// streams and combines launched programmatically (each call's stream too, its prologue under the
+// previous call's combine), otherwise the 16-split references and the designated combiner.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -470,7 +471,7 @@ int main() {
   for (int poll : {3, 0, 1, 2})
     for (int splits : {8, 16})
       if (getenv("PROBE_PDL") == nullptr)
-      for (float extra : {0.f, 0.06f, 0.12f}) cases.push_back({splits, 4, 128, 8, extra, poll});
+        for (float extra : {0.f, 0.06f, 0.12f}) cases.push_back({splits, 4, 128, 8, extra, poll});
   for (const Case& c : cases) {
     const int smem = c.stages * 2 * kChunkBytes;
     auto call = [&] {
@@ -550,17 +551,17 @@ int main() {
     snprintf(designated, sizeof designated, "designated %d, %.2f more", c.poll, c.extra);
     printf("splits %2d (%3d CTAs) stages %d %-27s %7.2f us  %.3f TB/s  %s\n", c.splits,
            kHeads * c.splits, c.stages,
-           c.mode == 8   ? designated
-           : c.mode == 0 ? "stream alone"
-           : c.mode == 1 ? "+ combine, stream order"
-           : c.mode == 2 ? "+ combine, PDL at end"
-           : c.mode == 3 ? "cluster combine"
-           : c.mode == 9 ? "stream alone, PDL chain"
+           c.mode == 8    ? designated
+           : c.mode == 0  ? "stream alone"
+           : c.mode == 1  ? "+ combine, stream order"
+           : c.mode == 2  ? "+ combine, PDL at end"
+           : c.mode == 3  ? "cluster combine"
+           : c.mode == 9  ? "stream alone, PDL chain"
            : c.mode == 10 ? "+ combine, PDL both ways"
-           : c.mode == 4 ? "last CTA, fence per thread"
-           : c.mode == 5 ? "last CTA, fence per CTA"
-           : c.mode == 6 ? "last CTA, acq_rel atomic"
-                         : "last CTA, loads at once",
+           : c.mode == 4  ? "last CTA, fence per thread"
+           : c.mode == 5  ? "last CTA, fence per CTA"
+           : c.mode == 6  ? "last CTA, acq_rel atomic"
+                          : "last CTA, loads at once",
            times[15], 2.0 * bytes / times[15] / 1e6, cudaGetErrorString(cudaGetLastError()));
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
