@@ -1,8 +1,51 @@
 #include "cli/command_support.h"
 
+#include <cstring>
+#include <fstream>
+
 #include "common/error.h"
 
 namespace evo::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool SameFile(const fs::path& a, const fs::path& b) {
+  std::error_code error;
+  return fs::exists(a, error) && fs::exists(b, error) && fs::equivalent(a, b, error);
+}
+
+}  // namespace
+
+void RefuseToOverwrite(const fs::path& out, const std::string& option, const fs::path& db,
+                       const std::vector<fs::path>& inputs) {
+  if (!db.empty()) {
+    for (const char* suffix : {"", "-wal", "-shm", "-journal", ".lock"}) {
+      fs::path side = db;
+      side += suffix;
+      if (SameFile(out, side)) {
+        throw Error(option + " " + out.string() + " is the database's own file " + side.string());
+      }
+    }
+  }
+  for (const fs::path& input : inputs) {
+    if (SameFile(out, input)) {
+      throw Error(option + " " + out.string() + " is " + input.string() +
+                  ", which this command reads; name another file");
+    }
+  }
+  std::error_code error;
+  const fs::file_status status = fs::status(out, error);
+  if (status.type() == fs::file_type::not_found) return;
+  if (!fs::is_regular_file(status)) throw Error(option + " " + out.string() + " is not a file");
+  std::ifstream in(out, std::ios::binary);
+  char header[16] = {};
+  in.read(header, sizeof(header));
+  if (in.gcount() == sizeof(header) && std::memcmp(header, "SQLite format 3", 16) == 0) {
+    throw Error(option + " " + out.string() + " is a SQLite database; evo does not overwrite it");
+  }
+}
 
 TemplateLibrary LoadLibrary(const GlobalOptions& global) {
   std::vector<std::filesystem::path> folders(global.template_folders.begin(),
@@ -140,6 +183,13 @@ std::chrono::seconds ParseDuration(const std::string& text, const std::string& o
   const std::optional<int64_t> value = ParseInteger(digits);
   if (!value || *value < 1) {
     throw Error("malformed " + option + " '" + text + "': expected a duration like 90s, 15m or 2h");
+  }
+  // A year bounds it well before the clock's nanoseconds overflow (a limit that wraps around
+  // would stop a search at once).
+  constexpr int64_t kYear = 365LL * 24 * 3600;
+  if (*value > kYear / unit) {
+    throw Error(option + " '" + text + "' is longer than a year (8760h); leave " + option +
+                " out for no time limit");
   }
   return std::chrono::seconds(*value * unit);
 }

@@ -29,6 +29,14 @@ struct Command {
 
 TemplateLibrary LoadLibrary(const GlobalOptions& global);
 
+// Refuses `out`, a file that option `option` (e.g. "--out") is about to write, where it is the
+// database `db` or one of SQLite's files beside it, one of `inputs` (what the command reads, e.g.
+// a recording), a SQLite database, or not a plain file: what evo writes must never take the
+// place of what it stores or reads. Symbolic and hard links are followed. `db` may be empty.
+void RefuseToOverwrite(const std::filesystem::path& out, const std::string& option,
+                       const std::filesystem::path& db,
+                       const std::vector<std::filesystem::path>& inputs = {});
+
 // The template version a run searched, from the templates evo has now; throws evo::Error when
 // evo has another version (its cubins would not be the ones measured).
 const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpec& spec);

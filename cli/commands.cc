@@ -5,9 +5,11 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <string_view>
 
 #include "cli/command_support.h"
 #include "cli/inspect_commands.h"
@@ -406,6 +408,14 @@ int Main(int argc, char** argv) {
     return selected();
   } catch (const Error& error) {
     std::cerr << "evo: error: " << error.what() << "\n";
+    return kExitError;
+  } catch (const std::filesystem::filesystem_error& error) {
+    // A path the user gave that cannot be read or made (a file where a folder must be, no
+    // permission): the machine's answer, not a fault of evo's.
+    std::string what = error.what();
+    constexpr std::string_view kPrefix = "filesystem error: ";
+    if (what.starts_with(kPrefix)) what.erase(0, kPrefix.size());
+    std::cerr << "evo: error: " << what << "\n";
     return kExitError;
   } catch (const std::exception& error) {
     std::cerr << "evo: internal error: " << error.what() << "\n";

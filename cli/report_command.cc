@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -51,29 +50,6 @@ const KernelTemplate* FindTemplate(const TemplateLibrary& library, const std::st
   return nullptr;
 }
 
-// The page must never take the place of what it reports on, nor of any other database.
-void CheckOutput(const fs::path& out, const fs::path& db) {
-  for (const char* suffix : {"", "-wal", "-shm", ".lock"}) {
-    fs::path side = db;
-    side += suffix;
-    std::error_code error;
-    if (fs::exists(out, error) && fs::exists(side, error) && fs::equivalent(out, side, error)) {
-      throw Error("--out " + out.string() + " is the database's own file " + side.string());
-    }
-  }
-  std::error_code error;
-  const fs::file_status status = fs::status(out, error);
-  if (status.type() == fs::file_type::not_found) return;
-  if (!fs::is_regular_file(status)) throw Error("--out " + out.string() + " is not a file");
-  std::ifstream in(out, std::ios::binary);
-  char header[16] = {};
-  in.read(header, sizeof(header));
-  if (in.gcount() == sizeof(header) && std::memcmp(header, "SQLite format 3", 16) == 0) {
-    throw Error("--out " + out.string() +
-                " is a SQLite database; evo report does not overwrite it");
-  }
-}
-
 }  // namespace
 
 std::function<int()> SetupReport(CLI::App& app, const GlobalOptions& global) {
@@ -90,7 +66,7 @@ std::function<int()> SetupReport(CLI::App& app, const GlobalOptions& global) {
       throw Error("there is no database " + options->db +
                   " (evo run creates it; --db names another)");
     }
-    CheckOutput(options->out, options->db);
+    RefuseToOverwrite(options->out, "--out", options->db);
     // Everything that can fail on input fails before anything is written.
     const ChartLibrary chart = ReadChartLibrary(options->chart_js);
     std::optional<PeerTable> peers;

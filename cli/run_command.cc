@@ -65,6 +65,13 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     const TemplateLibrary library = LoadLibrary(global);
     // Without a GPU, or with a bad --gpus, say so before a database is created or touched.
     CheckGpus(options->task, !options->task.replay.empty());
+    if (!options->task.replay_clock.empty()) {
+      // The clock log is written from its start: never over the database or the recording.
+      RefuseToOverwrite(options->task.replay_clock, "--replay-clock", options->db,
+                        {options->task.replay});
+    }
+    // Checked before the run is stored, so that a malformed option leaves nothing behind.
+    const SearchOptions search_options = StoppingOptions(options->search);
     PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
     const RunLock lock(options->db);
 
@@ -135,6 +142,7 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
 
     if (run) {
       CheckResumable(*run, identity, options->force);
+      CheckStoredKnobs(store.Candidates(run->id), manifest, run->id);
       if (app.count("--seed") > 0 && options->search.seed != run->spec.seed) {
         throw Error("run " + std::to_string(run->id) + " is seeded with " +
                     std::to_string(run->spec.seed) + "; drop --seed to resume it");
@@ -172,7 +180,6 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     }
     std::cerr << "\n";
 
-    const SearchOptions search_options = StoppingOptions(options->search);
     // A replay searches what its recording measured (each knob's domain cut to the values it
     // holds).
     Manifest searched = setup->replay ? setup->replay->RecordedSpace(manifest) : manifest;

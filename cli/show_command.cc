@@ -12,6 +12,7 @@
 #include "evaluator/compile_gate.h"
 #include "evaluator/kernel_arguments.h"
 #include "evaluator/nvrtc_compiler.h"
+#include "exports/package_writer.h"
 #include "kernel_templates/configuration.h"
 #include "kernel_templates/tensor_map.h"
 #include "population/store.h"
@@ -163,7 +164,11 @@ std::function<int()> SetupShow(CLI::App& app, const GlobalOptions& global) {
   candidate->add_option("id", options->candidate, "candidate id")->required();
   candidate->add_flag("--source", options->source, "print the instantiated source");
   candidate->add_flag("--log", options->log, "print NVRTC's log");
-  return [&global, options, what] {
+  return [&global, options, what, elite] {
+    // Run ids start at 1; 0 and below name no run (left out, --run shows the latest).
+    if (elite->count("--run") > 0 && options->run < 1) {
+      throw Error("--run " + std::to_string(options->run) + " names no run: run ids start at 1");
+    }
     PopulationStore store = OpenForReading(options->db);
     if (*what == "runs") {
       const std::vector<RunRecord> all = store.Runs();
@@ -276,6 +281,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
     }
 
     const std::filesystem::path folder(*out);
+    CheckExportFolder(folder, "--out", "launch.json", "candidate");
     std::filesystem::create_directories(folder);
     const std::string stem = manifest.name;
     WriteFileAtomically(folder / (stem + ".cubin"), compiled.compiled.cubin);

@@ -168,6 +168,7 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
       std::string note;
       if (run) {
         CheckResumable(*run, identity, options->force);
+        CheckStoredKnobs(store.Candidates(run->id), manifest, run->id);
         if (budget_given && options->search.budget > run->spec.budget) {
           store.SetRunBudget(run->id, options->search.budget);
         }

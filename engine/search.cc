@@ -107,11 +107,42 @@ Search::Search(PopulationStore& store, int64_t run_id, const SearchSpace& space,
       evaluator_(evaluator),
       options_(std::move(options)) {}
 
+void CheckStoredKnobs(const std::vector<CandidateRecord>& candidates, const Manifest& manifest,
+                      int64_t run_id) {
+  std::set<std::string> knobs;
+  for (const KnobSpec& knob : manifest.knobs) knobs.insert(knob.name);
+  for (const CandidateRecord& record : candidates) {
+    std::set<std::string> stored;
+    for (const auto& [knob, value] : record.proposal.genome) stored.insert(knob);
+    if (stored == knobs) continue;
+    std::string added;
+    std::string gone;
+    for (const std::string& knob : knobs) {
+      if (stored.count(knob) == 0) added += (added.empty() ? "" : ", ") + knob;
+    }
+    for (const std::string& knob : stored) {
+      if (knobs.count(knob) == 0) gone += (gone.empty() ? "" : ", ") + knob;
+    }
+    std::string change;
+    if (!added.empty())
+      change = "has " + added + ", which candidate " + std::to_string(record.id) + " does not set";
+    if (!gone.empty()) {
+      change += std::string(change.empty() ? "" : ", and ") + "no longer has " + gone +
+                ", which candidate " + std::to_string(record.id) + " sets";
+    }
+    throw Error("run " + std::to_string(run_id) + " cannot go on: template " + manifest.name + " " +
+                change +
+                " (the template changed since the run was stored); start another "
+                "run with --new");
+  }
+}
+
 SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_progress,
                           const std::atomic<bool>& stop) {
   const std::optional<RunRecord> run = store_.FindRun(run_id_);
   if (!run) throw Error("there is no run " + std::to_string(run_id_));
   const RunSpec& spec = run->spec;
+  CheckStoredKnobs(store_.Candidates(run_id_), space_.manifest(), run_id_);
   Evolution evolution(space_, spec.seed, options_.evolution);
   LaneScheduler lanes(evaluator_);
   store_.SetRunState(run_id_, RunState::kRunning, "");

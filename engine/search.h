@@ -63,6 +63,14 @@ struct SearchSummary {
 int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates,
                                   const SearchSpace* space = nullptr);
 
+// Throws evo::Error, naming the knob, when a stored configuration of run `run_id` sets other
+// knobs than `manifest` has: the template gained or lost a knob since the run was stored (a
+// user's template edited in place, or a replay, whose version check reads the recording's).
+// Search::Run checks it first; a command that changes a stored run before it resumes it (a
+// raised budget) checks it before that change.
+void CheckStoredKnobs(const std::vector<CandidateRecord>& candidates, const Manifest& manifest,
+                      int64_t run_id);
+
 // The search loop of one stored run: proposes a generation (stored as pending in one
 // transaction), lets the evaluator take them through the gates on all its GPUs at once while it
 // compiles ahead (engine/lane_scheduler), and stores each finished candidate in its own

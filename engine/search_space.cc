@@ -24,7 +24,14 @@ SearchSpace::SearchSpace(const Manifest& manifest, Problem problem, ArchInfo arc
       max_listed_(max_listed) {}
 
 std::optional<ConstraintViolation> SearchSpace::Violation(const Genome& genome) const {
-  return FirstViolatedConstraint(*manifest_, CompileBindings(*manifest_, genome, problem_, arch_));
+  Bindings bindings;
+  try {
+    bindings = CompileBindings(*manifest_, genome, problem_, arch_);
+  } catch (const Error& error) {
+    // A derived value the template cannot evaluate here: the configuration is not in the space.
+    return ConstraintViolation{"derived values", "", "", error.what()};
+  }
+  return FirstViolatedConstraint(*manifest_, bindings);
 }
 
 const ValidConfigurations* SearchSpace::Listed() const {

@@ -49,10 +49,21 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
                               const CompileGateOptions& options) {
   const Manifest& manifest = kernel_template.manifest;
   CompileOutcome outcome;
-  const Bindings bindings = CompileBindings(manifest, genome, problem, arch);
+  Bindings bindings;
+  try {
+    bindings = CompileBindings(manifest, genome, problem, arch);
+  } catch (const Error& error) {
+    // The template's own expressions cannot describe this configuration: not one to run.
+    outcome.status = Status::kInvalid;
+    outcome.reason = error.what();
+    return outcome;
+  }
   if (auto violation = FirstViolatedConstraint(manifest, bindings)) {
     outcome.status = Status::kInvalid;
-    outcome.reason = "constraint " + violation->name + " (" + violation->expr + ") is violated";
+    outcome.reason = "constraint " + violation->name + " (" + violation->expr + ") " +
+                     (violation->failure.empty()
+                          ? "is violated"
+                          : "cannot be evaluated for this configuration: " + violation->failure);
     outcome.violation = std::move(violation);
     return outcome;
   }

@@ -4,14 +4,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "evaluator/gpu_verdict_json.h"
@@ -98,6 +103,33 @@ void RefuseCompressed(const std::filesystem::path& path, std::string_view start)
   }
 }
 
+// What one configuration's line must hold beyond its JSON shape: the knobs the first
+// configuration's line set (`first_knobs`: its line and knob names, set here from the first),
+// and a positive time where it was timed.
+void CheckRecordedCandidate(const RecordedCandidate& candidate, int line_number,
+                            std::optional<std::pair<int, std::vector<std::string>>>& first_knobs) {
+  std::vector<std::string> knobs;
+  for (const auto& [knob, value] : candidate.genome) knobs.push_back(knob);
+  if (!first_knobs) {
+    first_knobs.emplace(line_number, knobs);
+  } else if (knobs != first_knobs->second) {
+    const auto list = [](const std::vector<std::string>& names) {
+      std::string text;
+      for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+      return text;
+    };
+    throw Error("the configuration sets knobs " + list(knobs) + ", but line " +
+                std::to_string(first_knobs->first) + " sets " + list(first_knobs->second) +
+                "; every line of a recording sets the same knobs");
+  }
+  if (const TimingFigures* timing = candidate.outcome.timing()) {
+    if (!(timing->median_us > 0) || !std::isfinite(timing->median_us)) {
+      throw Error("median_us " + nlohmann::json(timing->median_us).dump() +
+                  " is not a time: a timed configuration took a positive, finite time");
+    }
+  }
+}
+
 // The text of the file up to its last newline, and whether anything followed it.
 std::string ReadWholeLines(const std::filesystem::path& path, bool& torn) {
   std::ifstream in(path, std::ios::binary);
@@ -136,20 +168,38 @@ Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail)
   Recording recording;
   size_t start = 0;
   int line_number = 0;
+  // Where each configuration was recorded, and its line: a configuration recorded twice with
+  // different outcomes is refused, not settled by whichever line came last.
+  std::map<Genome, std::pair<int, nlohmann::json>> lines;
+  std::optional<std::pair<int, std::vector<std::string>>> first_knobs;
   while (start < text.size()) {
     const size_t end = text.find('\n', start);
     const std::string line = text.substr(start, end - start);
     start = end + 1;
     ++line_number;
+    // Blank lines (an editor's trailing newline, files joined by hand) hold nothing.
+    if (line_number > 1 && line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
       const nlohmann::json json = nlohmann::json::parse(line);
       if (line_number == 1) {
         recording.header = HeaderFromJson(json);
         continue;
       }
+      if (json.is_object() && json.contains("template") && !json.contains("genome")) {
+        throw Error("a second header: recordings are not joined by concatenating their files");
+      }
       RecordedCandidate candidate = CandidateFromJson(json);
+      CheckRecordedCandidate(candidate, line_number, first_knobs);
+      const auto [known, inserted] =
+          lines.try_emplace(candidate.genome, std::make_pair(line_number, json));
+      if (!inserted) {
+        if (known->second.second == json) continue;  // the same line twice says nothing new
+        throw Error("configuration " + nlohmann::json(candidate.genome).dump() +
+                    " is also recorded on line " + std::to_string(known->second.first) +
+                    ", with another outcome; a recording holds one per configuration");
+      }
       Genome genome = candidate.genome;
-      recording.candidates.insert_or_assign(std::move(genome), std::move(candidate));
+      recording.candidates.emplace(std::move(genome), std::move(candidate));
     } catch (const std::exception& error) {
       throw Error("recording '" + path.string() + "', line " + std::to_string(line_number) + ": " +
                   error.what());
@@ -218,11 +268,22 @@ ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path, const Manife
                                  std::string_view template_hash, const std::vector<int>& gpus)
     : recording_(ReadRecording(path)), delay_(delay) {
   if (gpus.empty()) throw Error("a replay needs at least one simulated GPU");
+  if (recording_.candidates.empty()) {
+    throw Error("recording '" + path.string() +
+                "' holds no configurations, only its header: there is nothing to replay");
+  }
   RecordingHeader& header = recording_.header;
   if (header.template_name == manifest.name) {
     header.problem = CompleteProblem(manifest, header.problem);
     if (!recording_.candidates.empty()) {
       const Genome& recorded = recording_.candidates.begin()->first;
+      for (const auto& [knob, value] : recorded) {
+        if (manifest.FindKnob(knob) == nullptr) {
+          throw Error("recording '" + path.string() + "' sets knob " + knob + ", which " +
+                      manifest.name +
+                      " does not have: it was recorded with another version of the template");
+        }
+      }
       for (const KnobSpec& knob : manifest.knobs) {
         if (!recorded.contains(knob.name)) unrecorded_knobs_.push_back(knob.name);
       }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <set>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -73,26 +74,62 @@ void AppendBytes(std::string& out, std::string_view bytes) {
 
 }  // namespace
 
+void CheckExportFolder(const std::filesystem::path& folder, const std::string& option,
+                       const std::string& marker, const std::string& key) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::file_status status = fs::status(folder, error);
+  if (status.type() == fs::file_type::not_found) return;
+  if (!fs::is_directory(status)) {
+    throw Error(option + " " + folder.string() + " is not a folder");
+  }
+  if (fs::is_empty(folder, error) && !error) return;
+  if (fs::is_regular_file(folder / marker, error)) {
+    try {
+      const Json json = Json::parse(ReadFile(folder / marker));
+      if (json.is_object() && json.contains(key)) return;
+    } catch (const std::exception&) {
+      // Not evo's: refused below.
+    }
+  }
+  throw Error(option + " " + folder.string() + " holds files that are not an export of evo's (no " +
+              marker +
+              " written by evo): export into a new or empty folder; evo replaces only its own "
+              "earlier exports");
+}
+
 bool IsPackageName(const std::string& name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0])) != 0) return false;
   for (const char c : name) {
     if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '_') return false;
   }
-  return true;
+  static const std::set<std::string> kKeywords = {
+      "False", "None",     "True",  "and",    "as",   "assert", "async",  "await",    "break",
+      "class", "continue", "def",   "del",    "elif", "else",   "except", "finally",  "for",
+      "from",  "global",   "if",    "import", "in",   "is",     "lambda", "nonlocal", "not",
+      "or",    "pass",     "raise", "return", "try",  "while",  "with",   "yield"};
+  return kKeywords.count(name) == 0;
 }
 
 void WritePythonPackage(const std::filesystem::path& folder, const std::string& name,
                         const DispatchPackage& package) {
   if (!IsPackageName(name)) {
-    throw Error("'" + name + "' is not a Python package name (letters, digits, underscores)");
+    throw Error("'" + name +
+                "' is not a Python package name (letters, digits, underscores; not a keyword)");
   }
   const std::filesystem::path root = folder / name;
+  CheckExportFolder(root, "--python", "table.json", "generated_by");
   for (const char* file : {"__init__.py", "_rule.py", "_driver.py", "_torch_op.py"}) {
     Write(root / file, RuntimeFile(std::string("python/") + file));
   }
-  // Cubins of an earlier export into this folder would otherwise stay beside the new ones.
+  // Cubins of an earlier export into this folder would otherwise stay beside the new ones; only
+  // cubins go, whatever else a user keeps there stays.
   std::error_code ignored;
-  std::filesystem::remove_all(root / "kernels", ignored);
+  for (const auto& entry : std::filesystem::directory_iterator(root / "kernels", ignored)) {
+    if (entry.is_regular_file(ignored) && entry.path().extension() == ".cubin") {
+      std::filesystem::remove(entry.path(), ignored);
+    }
+  }
   for (const auto& [path, bytes] : package.cubins) Write(root / path, bytes);
   Write(root / "README.md", Readme(name, package));
   // Last: a package whose table is there is complete.
@@ -126,6 +163,7 @@ std::string CppDataSource(const std::string& table_text, const DispatchPackage& 
 }
 
 void WriteCppPackage(const std::filesystem::path& folder, const DispatchPackage& package) {
+  CheckExportFolder(folder, "--cpp", "table.json", "generated_by");
   const std::string table = TableText(package);
   Write(folder / "CMakeLists.txt", RuntimeFile("cpp/CMakeLists.txt"));
   Write(folder / "include" / "evo_attention.h", RuntimeFile("cpp/evo_attention.h"));

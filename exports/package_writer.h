@@ -13,19 +13,28 @@ namespace evo {
 // what every exported package holds besides its table and cubins.
 std::span<const EmbeddedFile> EmbeddedExportFiles();
 
-// A valid Python package name: letters, digits and underscores, not starting with a digit.
+// Refuses to write an export into `folder` (what `option` names) unless the folder is new,
+// empty, or an earlier export of evo's: its `marker` file, which evo writes last, is a JSON
+// object with `key`. An export replaces its own files and never a user's. Throws evo::Error.
+void CheckExportFolder(const std::filesystem::path& folder, const std::string& option,
+                       const std::string& marker, const std::string& key);
+
+// A valid Python package name: letters, digits and underscores, not starting with a digit, and
+// not one of Python's keywords (`import class` would not parse).
 bool IsPackageName(const std::string& name);
 
 // Writes FOLDER/NAME/: the module (__init__.py, _rule.py, _driver.py, _torch_op.py), table.json,
 // kernels/*.cubin and a README.md listing the table's entries. `import NAME` with FOLDER on the
-// Python path. Every file is written atomically; an existing package of that name is replaced
-// file by file (stale cubins of an earlier export are removed). Throws evo::Error.
+// Python path. Every file is written atomically; an existing package of that name that evo
+// exported is replaced file by file (the cubins of the earlier export are removed; other files
+// there are kept), and any other non-empty FOLDER/NAME refused. Throws evo::Error.
 void WritePythonPackage(const std::filesystem::path& folder, const std::string& name,
                         const DispatchPackage& package);
 
 // Writes FOLDER/: CMakeLists.txt, include/evo_attention.h, src/evo_attention.cc,
 // src/evo_attention_data.cc (the table's JSON text and the cubins as byte arrays),
-// example/example.cc and table.json (the embedded table, for reading). Throws evo::Error.
+// example/example.cc and table.json (the embedded table, for reading). FOLDER is new, empty or
+// an earlier export of evo's (CheckExportFolder). Throws evo::Error.
 void WriteCppPackage(const std::filesystem::path& folder, const DispatchPackage& package);
 
 // src/evo_attention_data.cc of a package.

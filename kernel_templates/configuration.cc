@@ -3,6 +3,7 @@
 #include <cctype>
 #include <set>
 
+#include "common/error.h"
 #include "common/sha256.h"
 
 namespace evo {
@@ -23,7 +24,12 @@ Bindings CompileBindings(const Manifest& manifest, const Genome& genome, const P
   const Bindings fixed = FixedBindings(problem, arch);
   bindings.insert(fixed.begin(), fixed.end());
   for (const DerivedSpec& derived : manifest.derived) {
-    bindings[derived.name] = derived.expr.Evaluate(bindings);
+    try {
+      bindings[derived.name] = derived.expr.Evaluate(bindings);
+    } catch (const Error& error) {
+      throw Error("derived value " + derived.name + " of " + manifest.name +
+                  " cannot be evaluated for this configuration: " + error.what());
+    }
   }
   return bindings;
 }
@@ -31,8 +37,12 @@ Bindings CompileBindings(const Manifest& manifest, const Genome& genome, const P
 std::optional<ConstraintViolation> FirstViolatedConstraint(const Manifest& manifest,
                                                            const Bindings& bindings) {
   for (const ConstraintSpec& constraint : manifest.constraints) {
-    if (constraint.expr.Evaluate(bindings) == 0) {
-      return ConstraintViolation{constraint.name, constraint.expr.text(), constraint.doc};
+    try {
+      if (constraint.expr.Evaluate(bindings) != 0) continue;
+      return ConstraintViolation{constraint.name, constraint.expr.text(), constraint.doc, ""};
+    } catch (const Error& error) {
+      return ConstraintViolation{constraint.name, constraint.expr.text(), constraint.doc,
+                                 error.what()};
     }
   }
   return std::nullopt;

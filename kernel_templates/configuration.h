@@ -15,7 +15,9 @@ namespace evo {
 Bindings FixedBindings(const Problem& problem, const ArchInfo& arch);
 
 // Every value a manifest's expressions may use before launch: knobs, problem parameters, the
-// arch's limits and the derived values, evaluated in the manifest's order.
+// arch's limits and the derived values, evaluated in the manifest's order. A derived value that
+// cannot be evaluated for this configuration (a division by zero) throws evo::Error naming it;
+// the compile gate and the search space count such a configuration as invalid.
 Bindings CompileBindings(const Manifest& manifest, const Genome& genome, const Problem& problem,
                          const ArchInfo& arch);
 
@@ -23,9 +25,13 @@ struct ConstraintViolation {
   std::string name;
   std::string expr;
   std::string doc;
+  // Why the constraint could not be evaluated for the configuration (a division by zero in a
+  // template's expression); empty where it evaluated to false.
+  std::string failure;
 };
 
-// The first constraint, in the manifest's order, that the bindings break.
+// The first constraint, in the manifest's order, that the bindings break, or that cannot be
+// evaluated for them: a configuration a template's own rules cannot judge is not one to run.
 std::optional<ConstraintViolation> FirstViolatedConstraint(const Manifest& manifest,
                                                            const Bindings& bindings);
 

@@ -142,7 +142,15 @@ void CheckProblem(const Manifest& manifest, const Problem& problem) {
     }
   }
   for (const ProblemParamSpec& param : manifest.problem) {
-    if (param.check && param.check->Evaluate(problem) == 0) {
+    bool holds = true;
+    try {
+      holds = !param.check || param.check->Evaluate(problem) != 0;
+    } catch (const Error& error) {
+      throw Error("problem " + FormatProblem(manifest, problem) + " of template " + manifest.name +
+                  ": the check of parameter " + param.name +
+                  " cannot be evaluated: " + error.what());
+    }
+    if (!holds) {
       throw Error("problem " + FormatProblem(manifest, problem) + " of template " + manifest.name +
                   " breaks " + param.check->text() +
                   (param.check_doc.empty() ? "" : " (" + param.check_doc + ")"));

@@ -258,9 +258,14 @@ std::vector<ProblemParamSpec> ReadProblem(const ManifestReader& reader, const Js
                                             param.default_value) != param.values.end();
     if (!default_ok) reader.Fail(field + ".default", "outside the parameter's domain");
     defaults[param.name] = param.default_value;
-    if (param.check && param.check->Evaluate(defaults) == 0) {
-      reader.Fail(field + ".check", "the default problem breaks it");
+    bool default_checks = true;
+    try {
+      default_checks = !param.check || param.check->Evaluate(defaults) != 0;
+    } catch (const Error& error) {
+      reader.Fail(field + ".check",
+                  std::string("cannot be evaluated for the default problem: ") + error.what());
     }
+    if (!default_checks) reader.Fail(field + ".check", "the default problem breaks it");
     params.push_back(std::move(param));
   }
   return params;

@@ -21,7 +21,11 @@ namespace {
 std::string ErrnoText(int error) { return std::strerror(error); }
 
 std::filesystem::path LockPath(const std::filesystem::path& database) {
-  std::filesystem::path lock_path = database;
+  // The database's own name, through any symbolic link to it: two paths to one database take
+  // one lock.
+  std::error_code error;
+  std::filesystem::path resolved = std::filesystem::weakly_canonical(database, error);
+  std::filesystem::path lock_path = error ? database : resolved;
   lock_path += ".lock";
   return lock_path;
 }

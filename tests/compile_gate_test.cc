@@ -1,7 +1,10 @@
 #include "evaluator/compile_gate.h"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
+#include "common/files.h"
+#include "engine/search_space.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "kernel_templates/template_library.h"
 #include "tests/test_support.h"
@@ -190,6 +193,55 @@ extern "C" __global__ void tiny_reference(float* x, int n) {
   REQUIRE(bare.headers.size() == 2);
   bare.headers.clear();
   CHECK_FALSE(compiler.Compile(bare).ok);
+}
+
+TEST_CASE(
+    "a configuration a template's expressions cannot evaluate is invalid, naming the expression",
+    "[compile]") {
+  test::TempDir dir;
+  const auto folder = dir.path() / "sdpa_fp16";
+  std::filesystem::create_directories(folder);
+  for (const char* file : {"manifest.json", "sdpa_fp16.cu", "starting_points.json"}) {
+    std::filesystem::copy_file(test::SourceDir() / "kernel_templates" / "sdpa_fp16" / file,
+                               folder / file);
+  }
+  nlohmann::json manifest = nlohmann::json::parse(ReadFile(folder / "manifest.json"));
+  manifest["constraints"].push_back({{"name", "divides"},
+                                     {"expr", "64 / (BLOCK_M - 32) != 99"},
+                                     {"doc", "a rule that cannot judge BLOCK_M = 32"}});
+  manifest["derived"].push_back({{"name", "PER_WARP"}, {"expr", "256 / (NUM_WARPS - 1)"}});
+  test::WriteFile(folder / "manifest.json", manifest.dump(2));
+  const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
+  const KernelTemplate& sdpa = library.Find("sdpa_fp16");
+  const Problem problem = DefaultProblem(sdpa.manifest);
+  const ArchInfo& arch = ArchByName("sm_90");
+  NvrtcCompiler compiler;
+  const auto gate = [&](const char* settings) {
+    return RunCompileGate(sdpa, test::GenomeFromSettings(sdpa.manifest, settings), problem, arch,
+                          compiler, {});
+  };
+  const CompileOutcome constraint = gate("BLOCK_M=32 BLOCK_N=64 NUM_WARPS=2 STAGES=3");
+  CHECK(constraint.status == Status::kInvalid);
+  CHECK(constraint.reason ==
+        "constraint divides (64 / (BLOCK_M - 32) != 99) cannot be evaluated for this "
+        "configuration: division by zero in '64 / (BLOCK_M - 32) != 99'");
+  const CompileOutcome derived = gate("BLOCK_M=16 NUM_WARPS=1");
+  CHECK(derived.status == Status::kInvalid);
+  CHECK(derived.reason ==
+        "derived value PER_WARP of sdpa_fp16 cannot be evaluated for this "
+        "configuration: division by zero in '256 / (NUM_WARPS - 1)'");
+  CHECK(gate("BLOCK_M=64 NUM_WARPS=4").status == Status::kCompiled);
+
+  // The search's space leaves them out, and lists the rest.
+  const SearchSpace space(sdpa.manifest, problem, arch);
+  CHECK_FALSE(space.IsValid(
+      test::GenomeFromSettings(sdpa.manifest, "BLOCK_M=32 BLOCK_N=64 NUM_WARPS=2 STAGES=3")));
+  CHECK_FALSE(space.IsValid(test::GenomeFromSettings(sdpa.manifest, "BLOCK_M=16 NUM_WARPS=1")));
+  CHECK(space.IsValid(test::GenomeFromSettings(sdpa.manifest, "BLOCK_M=64 NUM_WARPS=4")));
+  for (const Genome& genome : space.Enumerate()) {
+    CHECK(genome.at("BLOCK_M") != 32);
+    CHECK(genome.at("NUM_WARPS") != 1);
+  }
 }
 
 TEST_CASE("registers per block follow the per-warp allocation unit", "[compile]") {

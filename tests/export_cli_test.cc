@@ -144,6 +144,89 @@ TEST_CASE("evo export --python and --cpp write the tuned runs as packages that w
 // On the GPU machine: a set tuned on the GPU here, exported, and called from PyTorch
 // (scripts/export-check.py: tuned and untuned shapes, partial tiles, CUDA graphs, torch.compile,
 // against torch's math backend) and from C++ (the export's example program).
+TEST_CASE(
+    "an export writes into a new, empty or earlier export's folder, never over a user's files",
+    "[cli][export]") {
+  test::TempDir dir;
+  TuneTwoShapes(dir.path());
+  const std::string db = (dir.path() / "tune.db").string();
+  const std::string cache = (dir.path() / "cache").string();
+  const auto run = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--db", db});
+    if (args.front() == "export") args.insert(args.end(), {"--cache-dir", cache});
+    return RunEvo(args, dir.path());
+  };
+  const std::string refused = "holds files that are not an export of evo's";
+  // Two measured candidates of the first run, to export one at a time.
+  const auto elite = run({"show", "elite", "--run", "1", "--json"});
+  REQUIRE(elite.exit_code == 0);
+  const nlohmann::json members = nlohmann::json::parse(elite.out)["elite"];
+  REQUIRE(members.size() >= 2);
+  const std::string first = std::to_string(members[0]["id"].get<int64_t>());
+  const std::string second = std::to_string(members[1]["id"].get<int64_t>());
+
+  // A package folder of the user's own.
+  const auto mine = dir.path() / "py" / "mylib";
+  test::WriteFile(mine / "kernels" / "handwritten.cu", "mine\n");
+  test::WriteFile(mine / "__init__.py", "# mine\n");
+  const auto python = run({"export", "--python", "py", "--name", "mylib"});
+  CHECK(python.exit_code == 2);
+  CHECK(python.err.find("--python " + (std::filesystem::path("py") / "mylib").string() + " " +
+                        refused) != std::string::npos);
+  CHECK(ReadFile(mine / "kernels" / "handwritten.cu") == "mine\n");
+  CHECK(ReadFile(mine / "__init__.py") == "# mine\n");
+
+  test::WriteFile(dir.path() / "cpp" / "CMakeLists.txt", "project(mine)\n");
+  const auto cpp = run({"export", "--cpp", "cpp"});
+  CHECK(cpp.exit_code == 2);
+  CHECK(cpp.err.find("--cpp cpp " + refused) != std::string::npos);
+  CHECK(ReadFile(dir.path() / "cpp" / "CMakeLists.txt") == "project(mine)\n");
+
+  test::WriteFile(dir.path() / "one" / "notes.txt", "mine\n");
+  const auto one = run({"export", first, "--out", "one"});
+  CHECK(one.exit_code == 2);
+  CHECK(one.err.find("--out one " + refused) != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.path() / "one" / "launch.json"));
+
+  // A file where the folder should be, or in its path: said plainly.
+  test::WriteFile(dir.path() / "afile", "mine\n");
+  const auto file = run({"export", first, "--out", "afile"});
+  CHECK(file.exit_code == 2);
+  CHECK(file.err.find("evo: error: --out afile is not a folder") != std::string::npos);
+  const auto below = run({"export", first, "--out", "afile/sub"});
+  CHECK(below.exit_code == 2);
+  CHECK(below.err.find("evo: error: ") != std::string::npos);
+  CHECK(below.err.find("Not a directory") != std::string::npos);
+  CHECK(below.err.find("internal error") == std::string::npos);
+  CHECK(ReadFile(dir.path() / "afile") == "mine\n");
+
+  // A keyword is no package name: `import class` would not parse.
+  const auto keyword = run({"export", "--python", "py", "--name", "class"});
+  CHECK(keyword.exit_code == 2);
+  CHECK(keyword.err.find("'class' is not a Python package name") != std::string::npos);
+
+  // Exporting again over evo's own export replaces its files and keeps what the user added.
+  REQUIRE(run({"export", "--python", "py", "--name", "tuned", "--cpp", "cpp2"}).exit_code == 0);
+  REQUIRE(run({"export", first, "--out", "one2"}).exit_code == 0);
+  const auto package = dir.path() / "py" / "tuned";
+  test::WriteFile(package / "kernels" / "notes.txt", "mine\n");
+  test::WriteFile(dir.path() / "cpp2" / "build" / "notes.txt", "mine\n");
+  test::WriteFile(package / "kernels" / "stale.cubin", "old\n");
+  const auto again = run({"export", "--python", "py", "--name", "tuned", "--cpp", "cpp2"});
+  INFO(again.err);
+  CHECK(again.exit_code == 0);
+  CHECK(run({"export", second, "--out", "one2"}).exit_code == 0);
+  CHECK(ReadFile(package / "kernels" / "notes.txt") == "mine\n");
+  CHECK(!std::filesystem::exists(package / "kernels" / "stale.cubin"));
+  CHECK(ReadFile(dir.path() / "cpp2" / "build" / "notes.txt") == "mine\n");
+  const nlohmann::json table = nlohmann::json::parse(ReadFile(package / "table.json"));
+  for (const nlohmann::json& kernel : table["kernels"]) {
+    CHECK(std::filesystem::exists(package / kernel["cubin"].get<std::string>()));
+  }
+  CHECK(nlohmann::json::parse(ReadFile(dir.path() / "one2" / "launch.json"))["candidate"] ==
+        members[1]["id"]);
+}
+
 TEST_CASE("the exported module and library run tuned and untuned shapes on the GPU",
           "[gpu][export]") {
   if (!test::HaveGpuDriver()) {

@@ -2,11 +2,13 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
@@ -290,6 +292,262 @@ TEST_CASE("evo run: bad input gets a clear error and leaves the database alone",
       RunEvo({"show", "elite", "--db", (dir.path() / "none.db").string()}, dir.path());
   CHECK(no_db.exit_code == 2);
   CHECK(no_db.err.find("there is no database") != std::string::npos);
+}
+
+// How many runs `db` holds; 0 where there is no database.
+size_t StoredRuns(const std::filesystem::path& db) {
+  if (!std::filesystem::exists(db)) return 0;
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  return store.Runs().size();
+}
+
+// The lines of a recording, header first.
+std::vector<std::string> RecordingLines(const std::filesystem::path& path) {
+  std::vector<std::string> lines;
+  std::istringstream in(*TryReadFile(path));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+void WriteLines(const std::filesystem::path& path, const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  test::WriteFile(path, text);
+}
+
+TEST_CASE("evo run --replay-clock never writes over the database or the recording it replays",
+          "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const auto recording = dir.path() / "recording.jsonl";
+  std::filesystem::copy_file(test::H100Recording(), recording);
+  const std::string recorded = *TryReadFile(recording);
+  REQUIRE(RunEvo(ReplayRun(db, 10, 1, recording), dir.path()).exit_code == 0);
+  const auto stored = StoredGenomes(db, 1);
+  const auto link = dir.path() / "link.db";
+  std::filesystem::create_symlink(db, link);
+
+  const std::pair<std::filesystem::path, std::string> cases[] = {
+      {db, "is the database's own file"},
+      {link, "is the database's own file"},
+      {recording, "which this command reads"}};
+  for (const auto& [clock, message] : cases) {
+    INFO(clock);
+    auto args = ReplayRun(db, 20, 1, recording);
+    args.insert(args.end(), {"--replay-clock", clock.string()});
+    const auto result = RunEvo(args, dir.path());
+    INFO(result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("evo: error: --replay-clock " + clock.string() + " is ") !=
+          std::string::npos);
+    CHECK(result.err.find(message) != std::string::npos);
+  }
+  // Another SQLite database is not a clock log either.
+  const auto other = dir.path() / "other.db";
+  REQUIRE(RunEvo(ReplayRun(other, 4, 1), dir.path()).exit_code == 0);
+  auto args = ReplayRun(db, 20, 1, recording);
+  args.insert(args.end(), {"--replay-clock", other.string()});
+  const auto sqlite = RunEvo(args, dir.path());
+  CHECK(sqlite.exit_code == 2);
+  CHECK(sqlite.err.find("is a SQLite database; evo does not overwrite it") != std::string::npos);
+  CHECK(StoredRuns(other) == 1);
+
+  CHECK(StoredGenomes(db, 1) == stored);
+  CHECK(*TryReadFile(recording) == recorded);
+  // A log of its own is written, and the run goes on.
+  auto clocked = ReplayRun(db, 20, 1, recording);
+  clocked.insert(clocked.end(), {"--replay-clock", (dir.path() / "clock.log").string()});
+  const auto ran = RunEvo(clocked, dir.path());
+  INFO(ran.err);
+  CHECK(ran.exit_code == 0);
+  CHECK(StoredGenomes(db, 1).size() == 20);
+}
+
+TEST_CASE("evo run checks its options and its recording before it stores a run", "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const std::pair<std::string, std::string> limits[] = {
+      {"15min", "malformed --time-limit '15min'"},
+      {"0", "malformed --time-limit '0'"},
+      {"9999999h", "--time-limit '9999999h' is longer than a year (8760h)"},
+      {"200000000m", "is longer than a year"}};
+  for (const auto& [limit, message] : limits) {
+    INFO(limit);
+    auto args = ReplayRun(db, 10, 1);
+    args.insert(args.end(), {"--time-limit", limit});
+    const auto result = RunEvo(args, dir.path());
+    INFO(result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(message) != std::string::npos);
+    CHECK(StoredRuns(db) == 0);
+  }
+  const auto header_only = dir.path() / "header.jsonl";
+  WriteLines(header_only, {RecordingLines(test::H100Recording()).front()});
+  const auto empty = RunEvo(ReplayRun(db, 10, 1, header_only), dir.path());
+  CHECK(empty.exit_code == 2);
+  CHECK(empty.err.find("holds no configurations, only its header: there is nothing to replay") !=
+        std::string::npos);
+  CHECK(StoredRuns(db) == 0);
+
+  // The search itself then runs as it would have.
+  auto args = ReplayRun(db, 10, 1);
+  args.insert(args.end(), {"--time-limit", "8760h"});
+  CHECK(RunEvo(args, dir.path()).exit_code == 0);
+  CHECK(StoredRuns(db) == 1);
+}
+
+TEST_CASE("a recording whose lines disagree is refused, naming the line; blank lines are skipped",
+          "[cli][run]") {
+  test::TempDir dir;
+  const std::vector<std::string> lines = RecordingLines(test::H100Recording());
+  // The first configuration that was timed, and one more line.
+  size_t timed = 1;
+  while (!nlohmann::json::parse(lines[timed])["outcome"]["gpu"].is_object() ||
+         !nlohmann::json::parse(lines[timed])["outcome"]["gpu"]["timing"].is_object()) {
+    ++timed;
+  }
+  const auto with = [&](const std::function<void(std::vector<std::string>&)>& change) {
+    std::vector<std::string> changed = lines;
+    change(changed);
+    return changed;
+  };
+  const auto edit = [&](size_t line, const std::function<void(nlohmann::json&)>& change) {
+    return with([&, line](std::vector<std::string>& changed) {
+      nlohmann::json json = nlohmann::json::parse(changed[line]);
+      change(json);
+      changed[line] = json.dump();
+    });
+  };
+  const std::string timed_line = std::to_string(timed + 1);
+  struct Case {
+    std::string what;
+    std::vector<std::string> lines;
+    std::string message;  // empty: replays
+  };
+  const std::vector<Case> cases = {
+      {"another outcome for a configuration recorded before",
+       with([&](std::vector<std::string>& changed) {
+         nlohmann::json json = nlohmann::json::parse(lines[timed]);
+         json["outcome"]["gpu"]["timing"]["median_us"] = 0.5;
+         changed.push_back(json.dump());
+       }),
+       "line " + std::to_string(lines.size() + 1) + ": configuration "},
+      {"a line that leaves a knob out",
+       edit(3, [](nlohmann::json& json) { json["genome"].erase("STAGES"); }),
+       "line 4: the configuration sets knobs BLOCK_M, BLOCK_N, FAST_EXP, LAZY_RESCALE, NUM_WARPS, "
+       "PERSISTENT, WARP_SPECIALIZED, but line 2 sets BLOCK_M, BLOCK_N, FAST_EXP, LAZY_RESCALE, "
+       "NUM_WARPS, PERSISTENT, STAGES, WARP_SPECIALIZED; every line of a recording sets the same "
+       "knobs"},
+      {"a negative time",
+       edit(timed,
+            [](nlohmann::json& json) { json["outcome"]["gpu"]["timing"]["median_us"] = -5; }),
+       "line " + timed_line + ": median_us -5.0 is not a time"},
+      {"a time of zero",
+       edit(timed, [](nlohmann::json& json) { json["outcome"]["gpu"]["timing"]["median_us"] = 0; }),
+       "line " + timed_line + ": median_us 0.0 is not a time"},
+      {"a knob the template does not have", with([](std::vector<std::string>& changed) {
+         for (size_t i = 1; i < changed.size(); ++i) {
+           nlohmann::json json = nlohmann::json::parse(changed[i]);
+           json["genome"]["BLOCK_MM"] = json["genome"]["BLOCK_M"];
+           json["genome"].erase("BLOCK_M");
+           changed[i] = json.dump();
+         }
+       }),
+       "sets knob BLOCK_MM, which sdpa_fp16 does not have"},
+      {"two recordings joined", with([&](std::vector<std::string>& changed) {
+         changed.insert(changed.end(), lines.begin(), lines.end());
+       }),
+       "line " + std::to_string(lines.size() + 1) +
+           ": a second header: recordings are not joined by concatenating their files"},
+      {"the same line twice",
+       with([&](std::vector<std::string>& changed) { changed.push_back(lines[timed]); }), ""},
+      {"blank lines", with([](std::vector<std::string>& changed) {
+         changed.insert(changed.begin() + 5, "");
+         changed.push_back("   ");
+         changed.push_back("");
+       }),
+       ""}};
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const auto recording = dir.path() / "recording.jsonl";
+    WriteLines(recording, c.lines);
+    const auto db = dir.path() / ("evo-" + std::to_string(&c - cases.data()) + ".db");
+    const auto result = RunEvo(ReplayRun(db, 10, 1, recording), dir.path());
+    INFO(result.err);
+    if (c.message.empty()) {
+      CHECK(result.exit_code == 0);
+      CHECK(StoredGenomes(db, 1).size() == 10);
+    } else {
+      CHECK(result.exit_code == 2);
+      CHECK(result.err.find("recording '" + recording.string()) != std::string::npos);
+      CHECK(result.err.find(c.message) != std::string::npos);
+      CHECK(StoredRuns(db) == 0);
+    }
+  }
+}
+
+TEST_CASE("a run whose template gained or lost a knob since is refused by name, and kept",
+          "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  REQUIRE(RunEvo(ReplayRun(db, 10, 1), dir.path()).exit_code == 0);
+  const auto stored = StoredGenomes(db, 1);
+
+  // The user's copy of the template, with a knob added: a replay checks the recording's
+  // version, so only the stored configurations can tell.
+  const auto folder = dir.path() / "templates" / "sdpa_fp16";
+  std::filesystem::create_directories(folder);
+  for (const char* file : {"manifest.json", "sdpa_fp16.cu", "starting_points.json"}) {
+    std::filesystem::copy_file(test::SourceDir() / "kernel_templates" / "sdpa_fp16" / file,
+                               folder / file);
+  }
+  nlohmann::json manifest = nlohmann::json::parse(*TryReadFile(folder / "manifest.json"));
+  manifest["knobs"].push_back(
+      {{"name", "NEWKNOB"}, {"values", {0, 1}}, {"default", 0}, {"doc", "a knob added later"}});
+  test::WriteFile(folder / "manifest.json", manifest.dump(2));
+  auto args = ReplayRun(db, 20, 1);
+  args.insert(args.begin(), {"--templates", (dir.path() / "templates").string()});
+  const auto gained = RunEvo(args, dir.path());
+  INFO(gained.err);
+  CHECK(gained.exit_code == 2);
+  CHECK(gained.err.find("run 1 cannot go on: template sdpa_fp16 has NEWKNOB, which candidate 1 "
+                        "does not set (the template changed since the run was stored); start "
+                        "another run with --new") != std::string::npos);
+  CHECK(StoredGenomes(db, 1) == stored);
+  {
+    // Refused before the resume raised the run's budget: the run is as it was.
+    PopulationStore store(db, PopulationStore::Access::kReadOnly);
+    CHECK(store.FindRun(1)->spec.budget == 10);
+    CHECK(store.FindRun(1)->state == RunState::kFinished);
+  }
+
+  // The same with a knob taken out: here the recording, which sets it, is refused first.
+  manifest["knobs"].erase(manifest["knobs"].end() - 1);
+  for (auto it = manifest["knobs"].begin(); it != manifest["knobs"].end(); ++it) {
+    if ((*it)["name"] == "FAST_EXP") {
+      manifest["knobs"].erase(it);
+      break;
+    }
+  }
+  test::WriteFile(folder / "manifest.json", manifest.dump(2));
+  const auto lost = RunEvo(args, dir.path());
+  INFO(lost.err);
+  CHECK(lost.exit_code == 2);
+  CHECK(lost.err.find("sets knob FAST_EXP, which sdpa_fp16 does not have") != std::string::npos);
+  CHECK(StoredGenomes(db, 1) == stored);
+}
+
+TEST_CASE("evo show elite --run takes run ids from 1", "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  REQUIRE(RunEvo(ReplayRun(db, 4, 1), dir.path()).exit_code == 0);
+  for (const char* run : {"0", "-3"}) {
+    const auto shown = RunEvo({"show", "elite", "--db", db.string(), "--run", run}, dir.path());
+    CHECK(shown.exit_code == 2);
+    CHECK(shown.err.find("--run " + std::string(run) + " names no run: run ids start at 1") !=
+          std::string::npos);
+  }
+  CHECK(RunEvo({"show", "elite", "--db", db.string(), "--run", "1"}, dir.path()).exit_code == 0);
 }
 
 TEST_CASE("evo run without a GPU says so and creates no database", "[cli][run]") {

@@ -130,6 +130,17 @@ TEST_CASE("run lock: a second lock in the same process is refused, naming the ho
   CHECK_THROWS_AS(RunLock(database), Error);
 }
 
+TEST_CASE("run lock: a symbolic link to the database takes the database's own lock", "[run_lock]") {
+  test::TempDir dir;
+  const fs::path database = dir.path() / "population.db";
+  test::WriteFile(database, "");
+  const fs::path link = dir.path() / "link.db";
+  fs::create_symlink(database, link);
+  const RunLock first(database);
+  CHECK_THROWS_WITH(RunLock(link), InUseMessage(link, ::getpid()));
+  CHECK_FALSE(fs::exists(dir.path() / "link.db.lock"));
+}
+
 TEST_CASE("run lock: another process is refused while the lock is held", "[run_lock]") {
   test::TempDir dir;
   const fs::path database = dir.path() / "population.db";

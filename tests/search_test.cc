@@ -137,6 +137,28 @@ TEST_CASE("a replayed search spends its budget exactly, never repeats, keeps the
   CHECK(stored.finished_candidates == 100);
 }
 
+TEST_CASE("a stored configuration that sets other knobs than the template stops the search by name",
+          "[search]") {
+  ReplayedRun stale(1, 20);
+  Genome extra = DefaultGenome(stale.space().manifest());
+  extra["OLD_KNOB"] = 1;
+  Genome missing = DefaultGenome(stale.space().manifest());
+  missing.erase("STAGES");
+  stale.store().AddPending(
+      stale.run_id(), 0,
+      {{"cfg-extra", Proposal{extra, "random", std::nullopt, std::nullopt}},
+       {"cfg-missing", Proposal{missing, "random", std::nullopt, std::nullopt}}});
+  try {
+    stale.Run();
+    FAIL("the search ran over configurations of another template version");
+  } catch (const Error& error) {
+    CHECK(std::string(error.what()) ==
+          "run 1 cannot go on: template sdpa_fp16 no longer has OLD_KNOB, which candidate 1 sets "
+          "(the template changed since the run was stored); start another run with --new");
+  }
+  CHECK(stale.Genomes() == std::vector<Genome>{extra, missing});
+}
+
 TEST_CASE("the same seed replays the same search; another seed searches otherwise", "[search]") {
   ReplayedRun first(5, 64);
   ReplayedRun second(5, 64);
