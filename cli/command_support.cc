@@ -1,7 +1,10 @@
 #include "cli/command_support.h"
 
+#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "common/error.h"
 
@@ -17,6 +20,53 @@ bool SameFile(const fs::path& a, const fs::path& b) {
 }
 
 }  // namespace
+
+namespace {
+
+// `input` as a whole number of type T, written in decimal digits alone; nothing for anything
+// else, a value that does not fit included (CLI11 would clamp or wrap it).
+template <typename T>
+std::optional<T> WholeNumberOf(const std::string& input) {
+  T value{};
+  const char* end = input.data() + input.size();
+  const auto [stop, error] = std::from_chars(input.data(), end, value);
+  if (input.empty() || error != std::errc() || stop != end) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+CLI::Validator PositiveNumber() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        const std::optional<int64_t> value = WholeNumberOf<int64_t>(input);
+        return value && *value > 0
+                   ? ""
+                   : "must be a whole number from 1 to 9223372036854775807, not '" + input + "'";
+      },
+      "POSITIVE");
+}
+
+CLI::Validator NonNegativeNumber() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        const std::optional<int64_t> value = WholeNumberOf<int64_t>(input);
+        return value && *value >= 0
+                   ? ""
+                   : "must be a whole number from 0 to 9223372036854775807, not '" + input + "'";
+      },
+      "NONNEGATIVE");
+}
+
+CLI::Validator SeedNumber() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        return WholeNumberOf<uint64_t>(input)
+                   ? ""
+                   : "must be a whole number from 0 to 18446744073709551615, not '" + input + "'";
+      },
+      "SEED");
+}
 
 void RefuseToOverwrite(const fs::path& out, const std::string& option, const fs::path& db,
                        const std::vector<fs::path>& inputs) {

@@ -29,6 +29,14 @@ struct Command {
 
 TemplateLibrary LoadLibrary(const GlobalOptions& global);
 
+// Checks of whole-number options whose messages read as sentences ("must be a whole number
+// from 1 to ..., not '0'"), where CLI11's own print a range's bounds to 300 digits, and which
+// refuse what does not fit the option rather than let it be clamped or wrapped around (a seed
+// of -1 became 18446744073709551615).
+CLI::Validator PositiveNumber();
+CLI::Validator NonNegativeNumber();
+CLI::Validator SeedNumber();
+
 // Refuses `out`, a file that option `option` (e.g. "--out") is about to write, where it is the
 // database `db` or one of SQLite's files beside it, one of `inputs` (what the command reads, e.g.
 // a recording), a SQLite database, or not a plain file: what evo writes must never take the

@@ -262,7 +262,7 @@ std::function<int()> SetupTune(CLI::App& app, const GlobalOptions& global) {
                  "task replays the recording of its template and shape)");
   app.add_option("--replay-delay-ms", options->evaluator.replay_delay_ms,
                  "time a replayed evaluation takes")
-      ->check(CLI::NonNegativeNumber);
+      ->check(NonNegativeNumber());
   app.add_option("--db", options->db, "the population database of the set")->capture_default_str();
   AddSearchSettings(
       app, options->search, true,

@@ -381,6 +381,26 @@ TEST_CASE("evo run checks its options and its recording before it stores a run",
     CHECK(result.err.find(message) != std::string::npos);
     CHECK(StoredRuns(db) == 0);
   }
+  // CLI11's own range check printed its bound to 300 digits.
+  for (const std::string budget : {"0", "abc", "2.5", "99999999999999999999"}) {
+    const auto result = RunEvo({"run", "--replay", test::H100Recording().string(), "--db",
+                                db.string(), "--budget", budget},
+                               dir.path());
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("--budget: must be a whole number from 1 to 9223372036854775807, not '" +
+                          budget + "'") != std::string::npos);
+    CHECK(result.err.size() < 200);
+    CHECK(StoredRuns(db) == 0);
+  }
+  for (const std::string seed : {"-1", "1e20", "18446744073709551616"}) {
+    const auto result = RunEvo(
+        {"run", "--replay", test::H100Recording().string(), "--db", db.string(), "--seed", seed},
+        dir.path());
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("--seed: must be a whole number from 0 to 18446744073709551615, not '" +
+                          seed + "'") != std::string::npos);
+    CHECK(StoredRuns(db) == 0);
+  }
   const auto header_only = dir.path() / "header.jsonl";
   WriteLines(header_only, {RecordingLines(test::H100Recording()).front()});
   const auto empty = RunEvo(ReplayRun(db, 10, 1, header_only), dir.path());
