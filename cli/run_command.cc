@@ -86,9 +86,11 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     }
     // A replay names its task: without --template, --shape, --causal and --problem, the run
     // searches the task the recording measured.
+    bool from_recording = false;
     if (!run && !options->task.replay.empty() && app.count("--template") == 0 &&
         app.count("--shape") == 0 && app.count("--causal") == 0 && app.count("--problem") == 0) {
       const RecordingHeader recorded = ReadRecordingHeader(options->task.replay);
+      from_recording = true;
       options->task.template_name = recorded.template_name;
       options->task.problem_settings.clear();
       for (const auto& [name, value] : recorded.problem) {
@@ -98,7 +100,16 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     const std::string template_name = run ? run->spec.template_name : options->task.template_name;
     const KernelTemplate& kernel_template = library.Find(template_name);
     const Manifest& manifest = kernel_template.manifest;
-    const Problem problem = TaskProblem(manifest, options->task);
+    const Problem problem = [&] {
+      if (!from_recording) return TaskProblem(manifest, options->task);
+      try {
+        return TaskProblem(manifest, options->task);
+      } catch (const Error& error) {
+        throw Error("recording '" + options->task.replay + "' names its task as " + template_name +
+                    " at " + nlohmann::json(options->task.problem_settings).dump() +
+                    ", which this evo cannot take: " + error.what());
+      }
+    }();
     if (run &&
         (app.count("--shape") > 0 || app.count("--causal") > 0 || app.count("--problem") > 0 ||
          app.count("--template") > 0) &&

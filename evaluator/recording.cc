@@ -103,6 +103,17 @@ void RefuseCompressed(const std::filesystem::path& path, std::string_view start)
   }
 }
 
+// The JSON library's message without its exception id ("[json.exception.type_error.302] "): the
+// file and line around it say where, and the rest says what.
+std::string JsonMessage(const std::exception& error) {
+  std::string what = error.what();
+  if (what.starts_with("[json.exception.")) {
+    const size_t end = what.find("] ");
+    if (end != std::string::npos) what.erase(0, end + 2);
+  }
+  return what;
+}
+
 // What one configuration's line must hold beyond its JSON shape: the knobs the first
 // configuration's line set (`first_knobs`: its line and knob names, set here from the first),
 // and a positive time where it was timed.
@@ -202,7 +213,7 @@ Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail)
       recording.candidates.emplace(std::move(genome), std::move(candidate));
     } catch (const std::exception& error) {
       throw Error("recording '" + path.string() + "', line " + std::to_string(line_number) + ": " +
-                  error.what());
+                  JsonMessage(error));
     }
   }
   if (line_number == 0) throw Error("recording '" + path.string() + "' is empty");
@@ -220,7 +231,7 @@ RecordingHeader ReadRecordingHeader(const std::filesystem::path& path) {
   try {
     return HeaderFromJson(nlohmann::json::parse(line));
   } catch (const std::exception& error) {
-    throw Error("recording '" + path.string() + "', line 1: " + error.what());
+    throw Error("recording '" + path.string() + "', line 1: " + JsonMessage(error));
   }
 }
 
@@ -274,7 +285,13 @@ ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path, const Manife
   }
   RecordingHeader& header = recording_.header;
   if (header.template_name == manifest.name) {
-    header.problem = CompleteProblem(manifest, header.problem);
+    try {
+      header.problem = CompleteProblem(manifest, header.problem);
+    } catch (const Error& error) {
+      throw Error("recording '" + path.string() + "' measured " + header.template_name + " at " +
+                  nlohmann::json(header.problem).dump() + ", which this evo's " + manifest.name +
+                  " does not take: " + error.what());
+    }
     if (!recording_.candidates.empty()) {
       const Genome& recorded = recording_.candidates.begin()->first;
       for (const auto& [knob, value] : recorded) {

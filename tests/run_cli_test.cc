@@ -479,6 +479,13 @@ TEST_CASE("a recording whose lines disagree is refused, naming the line; blank l
        }),
        "line " + std::to_string(lines.size() + 1) +
            ": a second header: recordings are not joined by concatenating their files"},
+      {"a line without its status",
+       edit(3, [](nlohmann::json& json) { json["outcome"].erase("status"); }),
+       "line 4: key 'status' not found"},
+      {"a header naming a template that does not take its problem",
+       edit(0, [](nlohmann::json& json) { json["template"] = "rmsnorm"; }),
+       "names its task as rmsnorm at [\"B=2\",\"CAUSAL=0\",\"D=64\",\"H=8\",\"S_kv=512\","
+       "\"S_q=512\"], which this evo cannot take: "},
       {"the same line twice",
        with([&](std::vector<std::string>& changed) { changed.push_back(lines[timed]); }), ""},
       {"blank lines", with([](std::vector<std::string>& changed) {
@@ -501,6 +508,7 @@ TEST_CASE("a recording whose lines disagree is refused, naming the line; blank l
       CHECK(result.exit_code == 2);
       CHECK(result.err.find("recording '" + recording.string()) != std::string::npos);
       CHECK(result.err.find(c.message) != std::string::npos);
+      CHECK(result.err.find("[json.exception") == std::string::npos);
       CHECK(StoredRuns(db) == 0);
     }
   }
