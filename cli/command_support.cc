@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 
 #include "common/error.h"
@@ -34,39 +35,24 @@ std::optional<T> WholeNumberOf(const std::string& input) {
   return value;
 }
 
+// Whole numbers of type T from `least` to T's largest, in a validator called `name`.
+template <typename T>
+CLI::Validator WholeNumberFrom(T least, const std::string& name) {
+  const std::string message = "must be a whole number from " + std::to_string(least) + " to " +
+                              std::to_string(std::numeric_limits<T>::max()) + ", not '";
+  return CLI::Validator(
+      [least, message](std::string& input) -> std::string {
+        const std::optional<T> value = WholeNumberOf<T>(input);
+        return value && *value >= least ? "" : message + input + "'";
+      },
+      name);
+}
+
 }  // namespace
 
-CLI::Validator PositiveNumber() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        const std::optional<int64_t> value = WholeNumberOf<int64_t>(input);
-        return value && *value > 0
-                   ? ""
-                   : "must be a whole number from 1 to 9223372036854775807, not '" + input + "'";
-      },
-      "POSITIVE");
-}
-
-CLI::Validator NonNegativeNumber() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        const std::optional<int64_t> value = WholeNumberOf<int64_t>(input);
-        return value && *value >= 0
-                   ? ""
-                   : "must be a whole number from 0 to 9223372036854775807, not '" + input + "'";
-      },
-      "NONNEGATIVE");
-}
-
-CLI::Validator SeedNumber() {
-  return CLI::Validator(
-      [](std::string& input) -> std::string {
-        return WholeNumberOf<uint64_t>(input)
-                   ? ""
-                   : "must be a whole number from 0 to 18446744073709551615, not '" + input + "'";
-      },
-      "SEED");
-}
+CLI::Validator PositiveNumber() { return WholeNumberFrom<int64_t>(1, "POSITIVE"); }
+CLI::Validator NonNegativeNumber() { return WholeNumberFrom<int64_t>(0, "NONNEGATIVE"); }
+CLI::Validator SeedNumber() { return WholeNumberFrom<uint64_t>(0, "SEED"); }
 
 void RefuseToOverwrite(const fs::path& out, const std::string& option, const fs::path& db,
                        const std::vector<fs::path>& inputs) {

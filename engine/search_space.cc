@@ -191,6 +191,19 @@ std::vector<Genome> SearchSpace::Enumerate() const {
   for (const KnobSpec& knob : knobs) {
     if (knob.values.empty()) return valid;
   }
+  // Tested one by one, a space this large would keep a sweep (or its --count) busy for hours
+  // or forever; a space that large is cut by fixing knobs, not swept.
+  uint64_t combinations = 1;
+  for (const KnobSpec& knob : knobs) {
+    const uint64_t size = knob.values.size();
+    combinations = combinations > kMaxEnumerated / size ? kMaxEnumerated + 1 : combinations * size;
+  }
+  if (combinations > kMaxEnumerated) {
+    throw Error("the space of " + manifest_->name + " holds more than " +
+                std::to_string(kMaxEnumerated) +
+                " knob combinations and too many valid ones to list; fix knobs (evo sweep --fix "
+                "KNOB=VALUE) to cut it");
+  }
   std::vector<size_t> index(knobs.size(), 0);
   Genome genome;
   for (;;) {

@@ -50,8 +50,11 @@ class SearchSpace {
   // valid; nullopt when no configuration is valid.
   std::optional<Genome> Repair(const Genome& genome, Random& random) const;
 
-  // Every valid configuration, in the domains' order (first knob slowest).
+  // Every valid configuration, in the domains' order (first knob slowest). A space that cannot
+  // be listed and holds more than kMaxEnumerated knob combinations throws evo::Error, naming
+  // --fix, rather than test them one by one.
   std::vector<Genome> Enumerate() const;
+  static constexpr uint64_t kMaxEnumerated = uint64_t{1} << 24;
 
  private:
   // The list, made on the first call; nullptr where the space is too large to list.

@@ -96,6 +96,25 @@ TEST_CASE("Enumerate lists exactly the valid configurations, first knob slowest"
   }
 }
 
+TEST_CASE("Enumerate refuses a space too large to list or to count, naming --fix", "[engine]") {
+  Manifest manifest = SdpaManifest();
+  for (int i = 0; i < 20; ++i) {
+    KnobSpec knob;
+    knob.name = "EXTRA_" + std::to_string(i);
+    knob.values = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    knob.default_value = 0;
+    manifest.knobs.push_back(knob);
+  }
+  const SearchSpace space(manifest, SdpaProblem(64), ArchByName("sm_90"));
+  CHECK_THROWS_WITH(space.Enumerate(),
+                    "the space of " + manifest.name +
+                        " holds more than 16777216 knob combinations and too many valid ones to "
+                        "list; fix knobs (evo sweep --fix KNOB=VALUE) to cut it");
+  // Draws still work there.
+  Random random(3);
+  CHECK(space.Sample(random).has_value());
+}
+
 TEST_CASE("Violation names the first broken constraint", "[engine]") {
   const Manifest& manifest = SdpaManifest();
   const SearchSpace space(manifest, SdpaProblem(128), ArchByName("sm_90"));
