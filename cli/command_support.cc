@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 
@@ -141,6 +142,38 @@ void ApplyShape(const Manifest& manifest, const std::string& shape, Problem& pro
   }
 }
 
+namespace {
+
+// Adds the one value `setting` gives (`one`, a knob or a problem parameter) to `given`. The same
+// name given before with another value is a mistake on the command line, where the last used to
+// win silently: refused with `contradiction` (the name and the earlier value in it).
+void AddOnce(const Genome& one, Genome& given,
+             const std::function<std::string(const std::string&, int64_t)>& contradiction) {
+  for (const auto& [name, value] : one) {
+    const auto before = given.find(name);
+    if (before != given.end() && before->second != value) {
+      throw Error(contradiction(name, before->second));
+    }
+    given[name] = value;
+  }
+}
+
+}  // namespace
+
+void ApplyKnobSettings(const Manifest& manifest, const std::vector<std::string>& settings,
+                       const std::string& option, Genome& genome) {
+  Genome given;
+  for (const std::string& setting : settings) {
+    Genome one;
+    ApplyKnobSetting(manifest, setting, one);
+    AddOnce(one, given, [&](const std::string& knob, int64_t before) {
+      return option + " " + setting + " contradicts an earlier " + option + " " + knob + "=" +
+             std::to_string(before) + "; give each knob once";
+    });
+  }
+  for (const auto& [knob, value] : given) genome[knob] = value;
+}
+
 Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, bool causal,
                            const std::vector<std::string>& problem_settings) {
   // Only what the command line gives is set here; the rest takes its defaults afterwards, so a
@@ -155,7 +188,13 @@ Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, b
     SetProblemParam(manifest, "CAUSAL", 1, given);
   }
   for (const std::string& setting : problem_settings) {
-    ApplyProblemSetting(manifest, setting, given);
+    Problem one;
+    ApplyProblemSetting(manifest, setting, one);
+    AddOnce(one, given, [&](const std::string& name, int64_t before) {
+      return "--problem " + setting + " contradicts " + name + "=" + std::to_string(before) +
+             ", given before it (by --shape, --causal or another --problem); give each "
+             "parameter once";
+    });
   }
   Problem problem = CompleteProblem(manifest, given);
   CheckProblem(manifest, problem);

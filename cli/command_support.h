@@ -65,6 +65,11 @@ std::string ProblemParamNames(const Manifest& manifest);
 // takes them, --problem NAME=VALUE for every other parameter.
 std::string ProblemOptions(const Manifest& manifest, const Problem& problem);
 
+// Applies each KNOB=VALUE of `settings` (what `option`, e.g. "--set", gave) to `genome`. A knob
+// given twice with two values is refused, naming both: the last used to win silently.
+void ApplyKnobSettings(const Manifest& manifest, const std::vector<std::string>& settings,
+                       const std::string& option, Genome& genome);
+
 // The problem the command line describes: the template's defaults, then --shape (when given),
 // --causal and every --problem PARAM=VALUE.
 Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, bool causal,

@@ -120,9 +120,7 @@ class CompileSession {
         problem_(CommandLineProblem(kernel_template_.manifest, options.shape, options.causal,
                                     options.problem_settings)) {
     const Manifest& manifest = kernel_template_.manifest;
-    for (const std::string& setting : options.settings) {
-      ApplyKnobSetting(manifest, setting, genome_);
-    }
+    ApplyKnobSettings(manifest, options.settings, "--set", genome_);
     origin_ = ResolveArch(options, arch_);
     RequireSupportedArch(manifest, arch_);
     if (!options.no_cache) {

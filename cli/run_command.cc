@@ -308,9 +308,7 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
     // A fixed knob's domain shrinks to its value, so the enumeration below covers the subspace.
     Manifest swept = kernel_template.manifest;
     Genome fixed_values;
-    for (const std::string& setting : *fixed) {
-      ApplyKnobSetting(swept, setting, fixed_values);
-    }
+    ApplyKnobSettings(swept, *fixed, "--fix", fixed_values);
     for (KnobSpec& knob : swept.knobs) {
       const auto value = fixed_values.find(knob.name);
       if (value == fixed_values.end()) continue;

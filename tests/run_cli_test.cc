@@ -401,6 +401,27 @@ TEST_CASE("evo run checks its options and its recording before it stores a run",
                           seed + "'") != std::string::npos);
     CHECK(StoredRuns(db) == 0);
   }
+  // A parameter or knob given twice with two values.
+  const std::pair<std::vector<std::string>, std::string> twice[] = {
+      {{"compile", "--arch", "sm_90", "--shape", "2,8,512,64", "--problem", "S_q=100"},
+       "--problem S_q=100 contradicts S_q=512, given before it"},
+      {{"compile", "--arch", "sm_90", "--problem", "B=4", "--problem", "B=2"},
+       "--problem B=2 contradicts B=4, given before it"},
+      {{"compile", "--arch", "sm_90", "--set", "BLOCK_M=64", "--set", "BLOCK_M=128"},
+       "--set BLOCK_M=128 contradicts an earlier --set BLOCK_M=64; give each knob once"},
+      {{"sweep", "--count", "sm_90", "--fix", "STAGES=2", "--fix", "STAGES=3"},
+       "--fix STAGES=3 contradicts an earlier --fix STAGES=2"}};
+  for (const auto& [args, message] : twice) {
+    const auto result = RunEvo(args, dir.path());
+    INFO(result.err);
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(message) != std::string::npos);
+  }
+  // The same value twice says nothing new.
+  CHECK(RunEvo({"sweep", "--count", "sm_90", "--shape", "2,8,512,64", "--problem", "S_q=512",
+                "--fix", "STAGES=2", "--fix", "STAGES=2"},
+               dir.path())
+            .exit_code == 0);
   const auto header_only = dir.path() / "header.jsonl";
   WriteLines(header_only, {RecordingLines(test::H100Recording()).front()});
   const auto empty = RunEvo(ReplayRun(db, 10, 1, header_only), dir.path());
