@@ -14,6 +14,12 @@
 namespace evo {
 
 std::string ReadFile(const std::filesystem::path& path) {
+  // A folder opens as a stream and reads as nothing: said as what it is, not as an empty file
+  // (a manifest.json that is a folder was reported as a JSON parse error).
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw Error("cannot read '" + path.string() + "': it is a folder");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error("cannot read '" + path.string() + "': " + std::strerror(errno));

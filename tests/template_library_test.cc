@@ -75,6 +75,11 @@ TEST_CASE("unusable template folders give clear errors", "[templates]") {
   CHECK_THROWS_WITH(
       TemplateLibrary::Load({dir.path() / "broken"}),
       Catch::Contains("broken/manifest.json") && Catch::Contains("missing \"version\""));
+  // A manifest.json that is a folder read as an empty file: a JSON parse error.
+  std::filesystem::create_directories(dir.path() / "folder_manifest" / "manifest.json");
+  CHECK_THROWS_WITH(
+      TemplateLibrary::Load({dir.path() / "folder_manifest"}),
+      Catch::Contains("folder_manifest/manifest.json") && Catch::Contains("it is a folder"));
   if (::geteuid() != 0) {
     std::filesystem::create_directories(dir.path() / "locked");
     std::filesystem::permissions(dir.path() / "locked", std::filesystem::perms::none);
