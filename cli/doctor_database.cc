@@ -78,7 +78,7 @@ class DatabaseChecker {
     int64_t version = 0;
     int64_t objects = 0;
     try {
-      db.emplace(path_, sqlite::Database::Mode::kReadOnly);
+      db.emplace(path_, ReadOnlyMode(path_));
       application_id = QueryInt(*db, "PRAGMA application_id");
       version = QueryInt(*db, "PRAGMA user_version");
       objects = QueryInt(*db, "SELECT count(*) FROM sqlite_master");

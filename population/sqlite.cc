@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <cstdio>
+#include <string>
 #include <utility>
 
 #include "common/error.h"
@@ -20,10 +22,27 @@ Database::Database(const std::filesystem::path& path, Mode mode) : path_(path) {
       flags |= SQLITE_OPEN_READWRITE;
       break;
     case Mode::kReadOnly:
+    case Mode::kReadOnlyImmutable:
       flags |= SQLITE_OPEN_READONLY;
       break;
   }
-  const int result = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+  std::string name = path.string();
+  if (mode == Mode::kReadOnlyImmutable) {
+    // A URI filename: the characters a URI gives meaning to are escaped.
+    std::string uri = "file:";
+    for (const char c : name) {
+      if (c == '%' || c == '?' || c == '#') {
+        char escaped[4];
+        std::snprintf(escaped, sizeof escaped, "%%%02X", static_cast<unsigned char>(c));
+        uri += escaped;
+      } else {
+        uri += c;
+      }
+    }
+    name = uri + "?immutable=1";
+    flags |= SQLITE_OPEN_URI;
+  }
+  const int result = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (result != SQLITE_OK) {
     const std::string message = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(result);
     sqlite3_close_v2(db_);

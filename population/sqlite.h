@@ -18,7 +18,10 @@ class Statement;
 // One connection. Errors throw evo::Error with SQLite's message and the file's path.
 class Database {
  public:
-  enum class Mode { kReadWriteCreate, kReadWrite, kReadOnly };
+  // kReadOnlyImmutable reads the file as it is on disk, with no locks and no -shm file: for a
+  // database in a folder this user cannot write to, where SQLite could make neither (it ignores
+  // a write-ahead log, so the caller must make sure there is none to read).
+  enum class Mode { kReadWriteCreate, kReadWrite, kReadOnly, kReadOnlyImmutable };
 
   Database(const std::filesystem::path& path, Mode mode);
   Database(const Database&) = delete;

@@ -1,5 +1,7 @@
 #include "population/store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -387,6 +389,34 @@ int CheckExistingDatabase(sqlite::Database& db) {
   return static_cast<int>(version);
 }
 
+// Whether this process may create files beside `path` (SQLite's -shm file of a database in
+// write-ahead-log mode, even to read it).
+bool FolderWritable(const fs::path& path) {
+  const fs::path folder = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  return ::access(folder.c_str(), W_OK) == 0;
+}
+
+}  // namespace
+
+sqlite::Database::Mode ReadOnlyMode(const fs::path& path) {
+  if (FolderWritable(path)) return sqlite::Database::Mode::kReadOnly;
+  // As the file is on disk, which holds everything unless a write-ahead log beside it holds more.
+  fs::path wal = path;
+  wal += "-wal";
+  std::error_code error;
+  if (fs::exists(wal, error) && fs::file_size(wal, error) > 0) {
+    throw Error("database " + Quoted(path) +
+                " cannot be read from here: its folder is not writable, and its write-ahead log " +
+                Quoted(wal) +
+                " holds changes that only a process that can write in that folder can read "
+                "(an evo run there may still be going, or was killed); read it as a user who "
+                "can write there, or once the run has ended");
+  }
+  return sqlite::Database::Mode::kReadOnlyImmutable;
+}
+
+namespace {
+
 sqlite::Database OpenChecked(const fs::path& path, PopulationStore::Access access) {
   using Mode = sqlite::Database::Mode;
   if (access == PopulationStore::Access::kReadWrite && !path.parent_path().empty()) {
@@ -400,7 +430,7 @@ sqlite::Database OpenChecked(const fs::path& path, PopulationStore::Access acces
   if (access == PopulationStore::Access::kReadOnly) {
     if (kind == FileKind::kMissing) throw Error("database " + Quoted(path) + " does not exist");
     if (kind == FileKind::kEmpty) throw Error("database " + Quoted(path) + " is empty");
-    sqlite::Database db(path, Mode::kReadOnly);
+    sqlite::Database db(path, ReadOnlyMode(path));
     if (CheckExistingDatabase(db) == 0) throw Error("database " + Quoted(path) + " is empty");
     return db;
   }

@@ -60,6 +60,12 @@ struct RunRecord {
 // so readers (`evo show`) never block the writer and a committed candidate survives a power cut.
 // Opening checks integrity; a file that is not an evo database, is corrupt, or has a newer
 // schema gives evo::Error saying so, and the file is left exactly as it was.
+// How to open `path` to read it without writing anything: kReadOnly, or kReadOnlyImmutable
+// where this process cannot write in its folder (a colleague's results, a read-only share), in
+// which SQLite can make no -shm file even to read. Throws evo::Error there when a write-ahead
+// log beside it holds changes, which only a writer's kind of connection can read.
+sqlite::Database::Mode ReadOnlyMode(const std::filesystem::path& path);
+
 class PopulationStore {
  public:
   static constexpr int kSchemaVersion = 4;

@@ -1,4 +1,5 @@
 #include <signal.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -584,6 +585,54 @@ TEST_CASE("a run whose template gained or lost a knob since is refused by name, 
   CHECK(lost.exit_code == 2);
   CHECK(lost.err.find("sets knob FAST_EXP, which sdpa_fp16 does not have") != std::string::npos);
   CHECK(StoredGenomes(db, 1) == stored);
+}
+
+TEST_CASE("a database in a folder this user cannot write to is read as it is on disk",
+          "[cli][run]") {
+  test::TempDir dir;
+  const auto share = dir.path() / "share";
+  const auto db = share / "evo.db";
+  REQUIRE(RunEvo(ReplayRun(db, 8, 1), dir.path()).exit_code == 0);
+  namespace fs = std::filesystem;
+  fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                  fs::perms::others_read | fs::perms::others_exec);
+  const fs::perms read_only = fs::perms::owner_read | fs::perms::owner_exec |
+                              fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec;
+  // Root writes anywhere: evo is run as nobody then, where setpriv can.
+  const bool root = ::geteuid() == 0;
+  const auto as_reader = [&](const std::vector<std::string>& args) {
+    if (!root) return RunEvo(args, dir.path());
+    std::vector<std::string> command = {"--reuid=65534", "--regid=65534", "--clear-groups",
+                                        test::EvoBinary().string()};
+    command.insert(command.end(), args.begin(), args.end());
+    return test::RunProgram("setpriv", command, dir.path());
+  };
+  if (root && (!test::HaveProgram("setpriv") || as_reader({"--version"}).exit_code != 0)) {
+    WARN("skipped: running as root without setpriv, or evo is out of nobody's reach");
+    return;
+  }
+  fs::permissions(share, read_only);
+  for (const char* what : {"runs", "elite"}) {
+    const auto shown = as_reader({"show", what, "--db", db.string()});
+    INFO(shown.err);
+    CHECK(shown.exit_code == 0);
+    CHECK(shown.out.find(std::string(what) == "runs" ? "budget reached" : "elite of run 1") !=
+          std::string::npos);
+  }
+  const auto doctor = as_reader({"doctor", "--db", db.string()});
+  CHECK(doctor.out.find("runs                      1 run, 1 finished") != std::string::npos);
+
+  // A write-ahead log holds what an immutable read would miss: said, not left out.
+  fs::permissions(share, fs::perms::owner_all, fs::perm_options::add);
+  test::WriteFile(share / "evo.db-wal", "changes");
+  fs::permissions(share, read_only);
+  const auto logged = as_reader({"show", "runs", "--db", db.string()});
+  CHECK(logged.exit_code == 2);
+  CHECK(logged.err.find("its write-ahead log '" + (share / "evo.db-wal").string() +
+                        "' holds changes that only a process that can write in that folder can "
+                        "read") != std::string::npos);
+  fs::permissions(share, fs::perms::owner_all, fs::perm_options::add);
 }
 
 TEST_CASE("evo show elite --run takes run ids from 1", "[cli][run]") {
