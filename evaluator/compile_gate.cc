@@ -1,7 +1,9 @@
 #include "evaluator/compile_gate.h"
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "common/error.h"
 #include "evaluator/kernel_arguments.h"
@@ -82,13 +84,35 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
       }
     }
   }
-  const auto threads_of = [&](const KernelSpec& kernel) {
-    int64_t threads = 1;
-    for (const Expression& dim : kernel.block) threads *= dim.Evaluate(bindings);
-    return threads;
-  };
+  // Each launched kernel's block and dynamic shared memory, evaluated before any compile: a
+  // launch the template's expressions cannot describe (a division by zero, a block of no
+  // threads, negative shared memory) is not one to compile, and would fail only on a GPU.
+  std::map<const KernelSpec*, std::pair<int64_t, int64_t>> launch;  // threads, dynamic smem
+  for (const KernelSpec* kernel : launched) {
+    try {
+      int64_t threads = 1;
+      for (const Expression& dim : kernel->block) {
+        const int64_t extent = dim.Evaluate(bindings);
+        if (extent < 1)
+          throw Error("block dimension " + dim.text() + " is " + std::to_string(extent));
+        threads *= extent;
+      }
+      const int64_t dynamic_smem = kernel->dynamic_smem.Evaluate(bindings);
+      if (dynamic_smem < 0) {
+        throw Error("dynamic_smem " + kernel->dynamic_smem.text() + " is " +
+                    std::to_string(dynamic_smem));
+      }
+      launch[kernel] = {threads, dynamic_smem};
+    } catch (const Error& error) {
+      outcome.status = Status::kInvalid;
+      outcome.reason = "the launch of " + kernel->entry +
+                       " cannot be made for this configuration: " + error.what();
+      return outcome;
+    }
+  }
+  const auto threads_of = [&](const KernelSpec& kernel) { return launch.at(&kernel).first; };
   outcome.threads_per_block = threads_of(manifest.main_kernel());
-  outcome.dynamic_smem = manifest.main_kernel().dynamic_smem.Evaluate(bindings);
+  outcome.dynamic_smem = launch.at(&manifest.main_kernel()).second;
   outcome.target = CompileTarget(arch, manifest.arch_specific).name;
   CompileRequest request = TemplateCompileRequest(kernel_template, manifest.main_kernel(), &genome,
                                                   problem, outcome.target);
@@ -124,8 +148,7 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
       return outcome;
     }
     if (kernel == launched.front()) outcome.resources = *entry;
-    const int64_t threads = threads_of(*kernel);
-    const int64_t dynamic_smem = kernel->dynamic_smem.Evaluate(bindings);
+    const auto [threads, dynamic_smem] = launch.at(kernel);
     const int64_t smem_total = entry->smem_static + dynamic_smem;
     const int64_t registers = RegistersPerBlock(entry->registers, threads);
     // Names the kernel where a template has several.

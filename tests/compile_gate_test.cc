@@ -210,6 +210,8 @@ TEST_CASE(
                                      {"expr", "64 / (BLOCK_M - 32) != 99"},
                                      {"doc", "a rule that cannot judge BLOCK_M = 32"}});
   manifest["derived"].push_back({{"name", "PER_WARP"}, {"expr", "256 / (NUM_WARPS - 1)"}});
+  // A launch no GPU could make: a block of no threads where NUM_WARPS is 2.
+  manifest["kernels"][0]["block"][1] = "NUM_WARPS == 2 ? 0 : 1";
   test::WriteFile(folder / "manifest.json", manifest.dump(2));
   const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
   const KernelTemplate& sdpa = library.Find("sdpa_fp16");
@@ -231,6 +233,11 @@ TEST_CASE(
         "derived value PER_WARP of sdpa_fp16 cannot be evaluated for this "
         "configuration: division by zero in '256 / (NUM_WARPS - 1)'");
   CHECK(gate("BLOCK_M=64 NUM_WARPS=4").status == Status::kCompiled);
+  const CompileOutcome block = gate("BLOCK_M=64 BLOCK_N=64 NUM_WARPS=2 STAGES=2");
+  CHECK(block.status == Status::kInvalid);
+  CHECK(block.reason ==
+        "the launch of sdpa_fp16_fwd cannot be made for this configuration: block dimension "
+        "NUM_WARPS == 2 ? 0 : 1 is 0");
 
   // The search's space leaves them out, and lists the rest.
   const SearchSpace space(sdpa.manifest, problem, arch);
