@@ -21,10 +21,6 @@ bool SameFile(const fs::path& a, const fs::path& b) {
   return fs::exists(a, error) && fs::exists(b, error) && fs::equivalent(a, b, error);
 }
 
-}  // namespace
-
-namespace {
-
 // `input` as a whole number of type T, written in decimal digits alone; nothing for anything
 // else, a value that does not fit included (CLI11 would clamp or wrap it).
 template <typename T>

@@ -1,9 +1,8 @@
 #include "evaluator/compile_gate.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
-#include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "evaluator/kernel_arguments.h"
@@ -87,7 +86,11 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
   // Each launched kernel's block and dynamic shared memory, evaluated before any compile: a
   // launch the template's expressions cannot describe (a division by zero, a block of no
   // threads, negative shared memory) is not one to compile, and would fail only on a GPU.
-  std::map<const KernelSpec*, std::pair<int64_t, int64_t>> launch;  // threads, dynamic smem
+  struct Launch {
+    int64_t threads = 1;
+    int64_t dynamic_smem = 0;
+  };
+  std::vector<Launch> launch;  // launched[i]'s; the first kernel always runs
   for (const KernelSpec* kernel : launched) {
     try {
       int64_t threads = 1;
@@ -102,7 +105,7 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
         throw Error("dynamic_smem " + kernel->dynamic_smem.text() + " is " +
                     std::to_string(dynamic_smem));
       }
-      launch[kernel] = {threads, dynamic_smem};
+      launch.push_back({threads, dynamic_smem});
     } catch (const Error& error) {
       outcome.status = Status::kInvalid;
       outcome.reason = "the launch of " + kernel->entry +
@@ -110,9 +113,8 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
       return outcome;
     }
   }
-  const auto threads_of = [&](const KernelSpec& kernel) { return launch.at(&kernel).first; };
-  outcome.threads_per_block = threads_of(manifest.main_kernel());
-  outcome.dynamic_smem = launch.at(&manifest.main_kernel()).second;
+  outcome.threads_per_block = launch.front().threads;
+  outcome.dynamic_smem = launch.front().dynamic_smem;
   outcome.target = CompileTarget(arch, manifest.arch_specific).name;
   CompileRequest request = TemplateCompileRequest(kernel_template, manifest.main_kernel(), &genome,
                                                   problem, outcome.target);
@@ -139,7 +141,8 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
   }
   // Every kernel of the call must fit; the main kernel's figures are the candidate's.
   outcome.status = Status::kResourceReject;
-  for (const KernelSpec* kernel : launched) {
+  for (size_t i = 0; i < launched.size(); ++i) {
+    const KernelSpec* kernel = launched[i];
     const KernelResources* entry = FindKernel(compiled.kernels, kernel->entry);
     if (entry == nullptr) {
       outcome.status = Status::kCompileError;
@@ -148,7 +151,7 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
       return outcome;
     }
     if (kernel == launched.front()) outcome.resources = *entry;
-    const auto [threads, dynamic_smem] = launch.at(kernel);
+    const auto [threads, dynamic_smem] = launch[i];
     const int64_t smem_total = entry->smem_static + dynamic_smem;
     const int64_t registers = RegistersPerBlock(entry->registers, threads);
     // Names the kernel where a template has several.

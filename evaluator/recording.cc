@@ -179,13 +179,13 @@ Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail)
   Recording recording;
   size_t start = 0;
   int line_number = 0;
-  // Where each configuration was recorded, and its line: a configuration recorded twice with
-  // different outcomes is refused, not settled by whichever line came last.
-  std::map<Genome, std::pair<int, nlohmann::json>> lines;
+  // Where each configuration was recorded, and its line's text (in `text`): a configuration
+  // recorded twice with different outcomes is refused, not settled by whichever line came last.
+  std::map<Genome, std::pair<int, std::string_view>> lines;
   std::optional<std::pair<int, std::vector<std::string>>> first_knobs;
   while (start < text.size()) {
     const size_t end = text.find('\n', start);
-    const std::string line = text.substr(start, end - start);
+    const std::string_view line = std::string_view(text).substr(start, end - start);
     start = end + 1;
     ++line_number;
     // Blank lines (an editor's trailing newline, files joined by hand) hold nothing.
@@ -202,9 +202,9 @@ Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail)
       RecordedCandidate candidate = CandidateFromJson(json);
       CheckRecordedCandidate(candidate, line_number, first_knobs);
       const auto [known, inserted] =
-          lines.try_emplace(candidate.genome, std::make_pair(line_number, json));
+          lines.try_emplace(candidate.genome, std::make_pair(line_number, line));
       if (!inserted) {
-        if (known->second.second == json) continue;  // the same line twice says nothing new
+        if (known->second.second == line) continue;  // the same line twice says nothing new
         throw Error("configuration " + nlohmann::json(candidate.genome).dump() +
                     " is also recorded on line " + std::to_string(known->second.first) +
                     ", with another outcome; a recording holds one per configuration");
