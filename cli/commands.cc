@@ -139,6 +139,9 @@ class CompileSession {
   CompileOutcome RunGate(bool allow_spills) {
     return RunCompileGate(kernel_template_, genome_, problem_, arch_, compiler(), {allow_spills});
   }
+  CompileOutcome CompileTheReference() {
+    return CompileReference(kernel_template_, problem_, arch_, compiler());
+  }
 
  private:
   TemplateLibrary library_;
@@ -161,14 +164,18 @@ std::function<int()> SetupCompile(CLI::App& app, const GlobalOptions& global) {
   return [&global, options] {
     CompileSession session(global, *options);
     const CompileOutcome outcome = session.RunGate(options->allow_spills);
+    // The GPU gates need the reference as much as the candidate: a template whose reference
+    // cannot be built is found here, not when a run starts on a GPU.
+    const CompileOutcome reference = session.CompileTheReference();
     if (!options->cubin_path.empty()) {
       if (outcome.compiled.cubin.empty()) {
         throw Error("no cubin to write: " + outcome.reason);
       }
       WriteFileAtomically(options->cubin_path, outcome.compiled.cubin);
     }
-    const CompileReport report{session.kernel_template(), session.genome(), session.problem(),
-                               session.origin(),          outcome,          options->show_log};
+    const CompileReport report{
+        session.kernel_template(), session.genome(), session.problem(), session.origin(), outcome,
+        options->show_log,         &reference};
     if (options->json) {
       nlohmann::json json = CompileReportToJson(report);
       if (options->show_source) json["source"] = outcome.source;
@@ -176,6 +183,14 @@ std::function<int()> SetupCompile(CLI::App& app, const GlobalOptions& global) {
     } else {
       std::cout << CompileReportToText(report);
       if (options->show_source) std::cout << "source:\n" << outcome.source;
+    }
+    if (reference.status != Status::kCompiled) {
+      std::cout.flush();
+      throw Error("the reference kernel " + session.kernel_template().manifest.reference.entry +
+                  " of template " + session.kernel_template().manifest.name +
+                  " cannot be used on this problem (" + std::string(ToString(reference.status)) +
+                  (reference.reason.empty() ? "" : ": " + reference.reason) +
+                  "); evo run and evo bench need it to check every candidate");
     }
     return outcome.status == Status::kCompiled ? kExitOk : kExitRejected;
   };

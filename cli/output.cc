@@ -165,6 +165,22 @@ Json CompileReportToJson(const CompileReport& report) {
   if (report.show_log || outcome.status == Status::kCompileError) {
     json["log"] = outcome.compiled.log;
   }
+  if (report.reference != nullptr) {
+    const CompileOutcome& reference = *report.reference;
+    Json entry = {{"entry", manifest.reference.entry},
+                  {"target", reference.target.empty() ? Json(nullptr) : Json(reference.target)},
+                  {"status", ToString(reference.status)},
+                  {"reason", reference.reason}};
+    if (reference.resources) {
+      entry["registers"] = reference.resources->registers;
+      entry["threads_per_block"] = reference.threads_per_block;
+      entry["smem_total"] = reference.resources->smem_static + reference.dynamic_smem;
+    }
+    if (report.show_log || reference.status == Status::kCompileError) {
+      entry["log"] = reference.compiled.log;
+    }
+    json["reference"] = entry;
+  }
   return json;
 }
 
@@ -215,6 +231,21 @@ std::string CompileReportToText(const CompileReport& report) {
   if (report.show_log || outcome.status == Status::kCompileError) {
     text += "log:\n" + outcome.compiled.log;
     if (!text.ends_with('\n')) text += '\n';
+  }
+  if (report.reference != nullptr) {
+    const CompileOutcome& reference = *report.reference;
+    std::string figures;
+    if (reference.resources) {
+      figures = fmt::format(", {} registers per thread, {} threads per block, {} bytes of smem",
+                            reference.resources->registers, reference.threads_per_block,
+                            reference.resources->smem_static + reference.dynamic_smem);
+    }
+    line("reference", manifest.reference.entry + ": " + std::string(ToString(reference.status)) +
+                          (reference.reason.empty() ? "" : ": " + reference.reason) + figures);
+    if (report.show_log || reference.status == Status::kCompileError) {
+      text += "reference log:\n" + reference.compiled.log;
+      if (!text.ends_with('\n')) text += '\n';
+    }
   }
   return text;
 }

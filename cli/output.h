@@ -25,6 +25,7 @@ struct CompileReport {
   const ArchOrigin& arch;
   const CompileOutcome& outcome;
   bool show_log = false;
+  const CompileOutcome* reference = nullptr;  // the reference kernel's, where it was compiled
 };
 
 nlohmann::json CompileReportToJson(const CompileReport& report);

@@ -72,8 +72,9 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     }
     // Checked before the run is stored, so that a malformed option leaves nothing behind.
     const SearchOptions search_options = StoppingOptions(options->search);
-    PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
+    // The lock first: it outlives the store's connection (run_lock.h says why).
     const RunLock lock(options->db);
+    PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
 
     // The run to continue: the one named, else the latest unfinished one of the same task.
     std::optional<RunRecord> run;

@@ -123,8 +123,9 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
     // Without a GPU, or with a bad --gpus, say so before the database is touched.
     CheckGpus(options->evaluator, !options->replays.empty());
 
-    PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
+    // The lock first: it outlives the store's connection (run_lock.h says why).
     const RunLock lock(options->db);
+    PopulationStore store(options->db, PopulationStore::Access::kReadWrite);
     const bool budget_given = app.count("--budget") > 0;
 
     // The set's budget: each task's own (a finished run keeps its, unless --budget raises it).

@@ -1,11 +1,16 @@
 #include "evaluator/compile_gate.h"
 
 #include <algorithm>
+#include <array>
+#include <limits>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
 #include "evaluator/kernel_arguments.h"
+#include "kernel_templates/genome.h"
 #include "kernel_templates/tensor_map.h"
 
 namespace evo {
@@ -45,6 +50,128 @@ CompileRequest TemplateCompileRequest(const KernelTemplate& kernel_template,
   return request;
 }
 
+namespace {
+
+// What one launch of a kernel takes, as its expressions give it for a configuration.
+struct LaunchFigures {
+  int64_t threads = 1;
+  int64_t dynamic_smem = 0;
+};
+
+bool NeedsDevice(const Expression& expression, const Bindings& bindings) {
+  const std::set<std::string> names = Expression::Parse(expression.Fold(bindings)).Identifiers();
+  return std::any_of(kLaunchBindings.begin(), kLaunchBindings.end(),
+                     [&](std::string_view name) { return names.contains(std::string(name)); });
+}
+
+// Evaluates everything of a launch that needs no device: the block, the dynamic shared memory,
+// the grid where it does not read NUM_SMS or CTAS_PER_SM, the tensors' extents and the scalars.
+// Throws evo::Error naming the expression where a launch cannot be made from them (a division by
+// zero, a block of no threads, a grid over CUDA's limits, an i32 out of range): such a launch
+// would fail only on a GPU, or, exported, in a user's program.
+LaunchFigures EvaluateLaunch(const KernelSpec& kernel, const Bindings& bindings) {
+  static constexpr std::array<const char*, 3> kAxis = {"x", "y", "z"};
+  static constexpr std::array<int64_t, 3> kMaxBlock = {1024, 1024, 64};
+  static constexpr std::array<int64_t, 3> kMaxGrid = {std::numeric_limits<int32_t>::max(), 65535,
+                                                      65535};
+  auto check = [](const char* what, int axis, const Expression& dim, int64_t value, int64_t limit) {
+    if (value >= 1 && value <= limit) return;
+    throw Error(std::string(what) + "." + kAxis[axis] + " " + dim.text() + " is " +
+                std::to_string(value) + "; CUDA takes 1 to " + std::to_string(limit));
+  };
+  LaunchFigures figures;
+  for (int axis = 0; axis < 3; ++axis) {
+    const int64_t extent = kernel.block[axis].Evaluate(bindings);
+    // Over 1024 in x or y is too many threads, which the resource check names with the arch's
+    // limit; z has a limit of its own.
+    check("block", axis, kernel.block[axis], extent,
+          axis < 2 ? std::max(extent, kMaxBlock[axis]) : kMaxBlock[axis]);
+    figures.threads *= extent;
+  }
+  figures.dynamic_smem = kernel.dynamic_smem.Evaluate(bindings);
+  if (figures.dynamic_smem < 0) {
+    throw Error("dynamic_smem " + kernel.dynamic_smem.text() + " is " +
+                std::to_string(figures.dynamic_smem));
+  }
+  for (int axis = 0; axis < 3; ++axis) {
+    const Expression& dim = kernel.grid[axis];
+    if (NeedsDevice(dim, bindings)) continue;  // checked at launch, where the device is known
+    check("grid", axis, dim, dim.Evaluate(bindings), kMaxGrid[axis]);
+  }
+  for (const KernelArgSpec& arg : kernel.args) {
+    if (!arg.PresentFor(bindings)) continue;
+    if (arg.kind == KernelArgSpec::Kind::kScalar) {
+      const int64_t value = arg.value->Evaluate(bindings);
+      if (arg.dtype == "i32" && (value < std::numeric_limits<int32_t>::min() ||
+                                 value > std::numeric_limits<int32_t>::max())) {
+        throw Error("argument " + arg.name + " = " + arg.value->text() + " is " +
+                    std::to_string(value) + ", which does not fit an i32");
+      }
+    } else if (arg.is_tensor()) {
+      for (const Expression& dim : arg.shape) {
+        if (arg.kind == KernelArgSpec::Kind::kScratch && NeedsDevice(dim, bindings)) continue;
+        const int64_t extent = dim.Evaluate(bindings);
+        if (extent < 0) {
+          throw Error("tensor " + arg.name + " has extent " + dim.text() + " = " +
+                      std::to_string(extent));
+        }
+      }
+    }
+  }
+  return figures;
+}
+
+// Why one compiled kernel of a call cannot be launched on `arch` with `launch`, or nothing.
+// `which` prefixes the reason where a template has several kernels.
+std::string OverLimits(const KernelResources& entry, const LaunchFigures& launch,
+                       const ArchInfo& arch, const CompileGateOptions& options,
+                       const std::string& which) {
+  const int64_t smem_total = entry.smem_static + launch.dynamic_smem;
+  const int64_t registers = RegistersPerBlock(entry.registers, launch.threads);
+  if (launch.threads > arch.max_threads_per_block) {
+    return which + std::to_string(launch.threads) + " threads per block; the limit is " +
+           std::to_string(arch.max_threads_per_block);
+  }
+  if (smem_total > arch.max_smem_per_block_optin) {
+    return which + std::to_string(smem_total) + " bytes of shared memory (" +
+           std::to_string(entry.smem_static) + " static + " + std::to_string(launch.dynamic_smem) +
+           " dynamic); the limit is " + std::to_string(arch.max_smem_per_block_optin);
+  }
+  if (registers > arch.regs_per_block) {
+    return which + std::to_string(entry.registers) + " registers x " +
+           std::to_string(launch.threads) + " threads need " + std::to_string(registers) +
+           " registers; a block has " + std::to_string(arch.regs_per_block);
+  }
+  if (entry.spills() && !options.allow_spills) {
+    return which + "spills registers: " + std::to_string(entry.spill_stores) + " bytes stored, " +
+           std::to_string(entry.spill_loads) + " bytes loaded";
+  }
+  return {};
+}
+
+// A failed compile's status: ptxas fails without an error line when static shared memory is over
+// its limit, and its report still carries the figure.
+void DescribeFailedCompile(const ArchInfo& arch, CompileOutcome& outcome) {
+  for (const KernelResources& kernel : outcome.compiled.kernels) {
+    if (kernel.smem_static > arch.max_static_smem_per_block) {
+      outcome.status = Status::kResourceReject;
+      outcome.reason = kernel.function + " uses " + std::to_string(kernel.smem_static) +
+                       " bytes of static shared memory; the limit is " +
+                       std::to_string(arch.max_static_smem_per_block);
+      outcome.resources = kernel;
+      return;
+    }
+  }
+  outcome.status = Status::kCompileError;
+  outcome.reason = "compilation failed (see the log)";
+}
+
+std::string MissingEntry(const std::string& entry) {
+  return "the ptxas report has no entry function " + entry + " (is it extern \"C\" __global__?)";
+}
+
+}  // namespace
+
 CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genome& genome,
                               const Problem& problem, const ArchInfo& arch, Compiler& compiler,
                               const CompileGateOptions& options) {
@@ -83,29 +210,10 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
       }
     }
   }
-  // Each launched kernel's block and dynamic shared memory, evaluated before any compile: a
-  // launch the template's expressions cannot describe (a division by zero, a block of no
-  // threads, negative shared memory) is not one to compile, and would fail only on a GPU.
-  struct Launch {
-    int64_t threads = 1;
-    int64_t dynamic_smem = 0;
-  };
-  std::vector<Launch> launch;  // launched[i]'s; the first kernel always runs
+  std::vector<LaunchFigures> launch;  // launched[i]'s; the first kernel always runs
   for (const KernelSpec* kernel : launched) {
     try {
-      int64_t threads = 1;
-      for (const Expression& dim : kernel->block) {
-        const int64_t extent = dim.Evaluate(bindings);
-        if (extent < 1)
-          throw Error("block dimension " + dim.text() + " is " + std::to_string(extent));
-        threads *= extent;
-      }
-      const int64_t dynamic_smem = kernel->dynamic_smem.Evaluate(bindings);
-      if (dynamic_smem < 0) {
-        throw Error("dynamic_smem " + kernel->dynamic_smem.text() + " is " +
-                    std::to_string(dynamic_smem));
-      }
-      launch.push_back({threads, dynamic_smem});
+      launch.push_back(EvaluateLaunch(*kernel, bindings));
     } catch (const Error& error) {
       outcome.status = Status::kInvalid;
       outcome.reason = "the launch of " + kernel->entry +
@@ -120,62 +228,70 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
                                                   problem, outcome.target);
   outcome.source = request.source;
   outcome.compiled = compiler.Compile(request);
-
-  const CompileResult& compiled = outcome.compiled;
-  if (!compiled.ok) {
-    // ptxas fails without an error line when static shared memory is over its limit; the
-    // report still carries the figure.
-    for (const KernelResources& kernel : compiled.kernels) {
-      if (kernel.smem_static > arch.max_static_smem_per_block) {
-        outcome.status = Status::kResourceReject;
-        outcome.reason = kernel.function + " uses " + std::to_string(kernel.smem_static) +
-                         " bytes of static shared memory; the limit is " +
-                         std::to_string(arch.max_static_smem_per_block);
-        outcome.resources = kernel;
-        return outcome;
-      }
-    }
-    outcome.status = Status::kCompileError;
-    outcome.reason = "compilation failed (see the log)";
+  if (!outcome.compiled.ok) {
+    DescribeFailedCompile(arch, outcome);
     return outcome;
   }
   // Every kernel of the call must fit; the main kernel's figures are the candidate's.
   outcome.status = Status::kResourceReject;
   for (size_t i = 0; i < launched.size(); ++i) {
     const KernelSpec* kernel = launched[i];
-    const KernelResources* entry = FindKernel(compiled.kernels, kernel->entry);
+    const KernelResources* entry = FindKernel(outcome.compiled.kernels, kernel->entry);
     if (entry == nullptr) {
       outcome.status = Status::kCompileError;
-      outcome.reason = "the ptxas report has no entry function " + kernel->entry +
-                       " (is it extern \"C\" __global__?)";
+      outcome.reason = MissingEntry(kernel->entry);
       return outcome;
     }
     if (kernel == launched.front()) outcome.resources = *entry;
-    const auto [threads, dynamic_smem] = launch[i];
-    const int64_t smem_total = entry->smem_static + dynamic_smem;
-    const int64_t registers = RegistersPerBlock(entry->registers, threads);
     // Names the kernel where a template has several.
     const std::string which =
         launched.size() > 1 || manifest.kernels.size() > 1 ? kernel->entry + ": " : std::string();
-    if (threads > arch.max_threads_per_block) {
-      outcome.reason = which + std::to_string(threads) + " threads per block; the limit is " +
-                       std::to_string(arch.max_threads_per_block);
-    } else if (smem_total > arch.max_smem_per_block_optin) {
-      outcome.reason = which + std::to_string(smem_total) + " bytes of shared memory (" +
-                       std::to_string(entry->smem_static) + " static + " +
-                       std::to_string(dynamic_smem) + " dynamic); the limit is " +
-                       std::to_string(arch.max_smem_per_block_optin);
-    } else if (registers > arch.regs_per_block) {
-      outcome.reason = which + std::to_string(entry->registers) + " registers x " +
-                       std::to_string(threads) + " threads need " + std::to_string(registers) +
-                       " registers; a block has " + std::to_string(arch.regs_per_block);
-    } else if (entry->spills() && !options.allow_spills) {
-      outcome.reason = which + "spills registers: " + std::to_string(entry->spill_stores) +
-                       " bytes stored, " + std::to_string(entry->spill_loads) + " bytes loaded";
-    }
+    outcome.reason = OverLimits(*entry, launch[i], arch, options, which);
     if (!outcome.reason.empty()) return outcome;
   }
   outcome.status = Status::kCompiled;
+  return outcome;
+}
+
+CompileOutcome CompileReference(const KernelTemplate& kernel_template, const Problem& problem,
+                                const ArchInfo& arch, Compiler& compiler) {
+  const Manifest& manifest = kernel_template.manifest;
+  const KernelSpec& reference = manifest.reference;
+  CompileOutcome outcome;
+  LaunchFigures launch;
+  try {
+    // The reference reads problem parameters and the arch only; the knobs' defaults bind the
+    // names a template's derived values need.
+    const Bindings bindings = CompileBindings(manifest, DefaultGenome(manifest), problem, arch);
+    launch = EvaluateLaunch(reference, bindings);
+  } catch (const Error& error) {
+    outcome.status = Status::kInvalid;
+    outcome.reason =
+        "the launch of " + reference.entry + " cannot be made for this problem: " + error.what();
+    return outcome;
+  }
+  outcome.threads_per_block = launch.threads;
+  outcome.dynamic_smem = launch.dynamic_smem;
+  // The gates compile the reference for the arch itself, never its "a" variant.
+  outcome.target = arch.name;
+  CompileRequest request =
+      TemplateCompileRequest(kernel_template, reference, nullptr, problem, outcome.target);
+  outcome.source = request.source;
+  outcome.compiled = compiler.Compile(request);
+  if (!outcome.compiled.ok) {
+    DescribeFailedCompile(arch, outcome);
+    return outcome;
+  }
+  const KernelResources* entry = FindKernel(outcome.compiled.kernels, reference.entry);
+  if (entry == nullptr) {
+    outcome.status = Status::kCompileError;
+    outcome.reason = MissingEntry(reference.entry);
+    return outcome;
+  }
+  outcome.resources = *entry;
+  // A reference may spill: it is measured once per task, for its outputs, not its speed.
+  outcome.reason = OverLimits(*entry, launch, arch, {true}, "");
+  outcome.status = outcome.reason.empty() ? Status::kCompiled : Status::kResourceReject;
   return outcome;
 }
 

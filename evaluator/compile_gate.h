@@ -39,6 +39,13 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
                               const Problem& problem, const ArchInfo& arch, Compiler& compiler,
                               const CompileGateOptions& options);
 
+// The reference kernel of the template on `problem`, through the same checks as a candidate
+// (its launch's expressions, the compile, the entry function, the arch's limits; spills are
+// allowed). The GPU gates need it to compile: `evo compile` checks it, so that a broken reference
+// is found before a run starts on a GPU.
+CompileOutcome CompileReference(const KernelTemplate& kernel_template, const Problem& problem,
+                                const ArchInfo& arch, Compiler& compiler);
+
 // Throws evo::Error, naming the arches the template supports, when it cannot run on `arch`
 // (below min_sm, above max_sm, or arch-specific without a known "a" variant of `arch`).
 void RequireSupportedArch(const Manifest& manifest, const ArchInfo& arch);

@@ -240,15 +240,20 @@ std::shared_ptr<DeviceTensor> KernelArguments::Shared(const std::string& name) c
 
 LaunchShape ResolveLaunch(const KernelSpec& spec, Bindings bindings, CUfunction function,
                           int sm_count) {
-  auto narrow = [](int64_t value, const char* what) {
-    if (value < 1 || value > std::numeric_limits<int32_t>::max()) {
-      throw Error(std::string("launch ") + what + " of " + std::to_string(value) +
-                  " is out of range");
+  // CUDA's limits per axis: a launch past them fails with an error that names no dimension.
+  auto narrow = [](int64_t value, const char* what, int axis, int64_t limit) {
+    if (value < 1 || value > limit) {
+      throw Error(std::string("launch ") + what + "." + "xyz"[axis] + " of " +
+                  std::to_string(value) + " is out of range (1 to " + std::to_string(limit) + ")");
     }
     return static_cast<unsigned>(value);
   };
+  constexpr int64_t kMaxBlock[3] = {1024, 1024, 64};
+  constexpr int64_t kMaxGrid[3] = {std::numeric_limits<int32_t>::max(), 65535, 65535};
   LaunchShape shape;
-  for (int d = 0; d < 3; ++d) shape.block[d] = narrow(spec.block[d].Evaluate(bindings), "block");
+  for (int d = 0; d < 3; ++d) {
+    shape.block[d] = narrow(spec.block[d].Evaluate(bindings), "block", d, kMaxBlock[d]);
+  }
   const int64_t smem = spec.dynamic_smem.Evaluate(bindings);
   if (smem < 0) throw Error("negative dynamic shared memory");
   shape.dynamic_smem = static_cast<unsigned>(smem);
@@ -256,7 +261,9 @@ LaunchShape ResolveLaunch(const KernelSpec& spec, Bindings bindings, CUfunction 
   bindings["NUM_SMS"] = sm_count;
   bindings["CTAS_PER_SM"] = MaxActiveBlocksPerSm(
       function, shape.block[0] * shape.block[1] * shape.block[2], shape.dynamic_smem);
-  for (int d = 0; d < 3; ++d) shape.grid[d] = narrow(spec.grid[d].Evaluate(bindings), "grid");
+  for (int d = 0; d < 3; ++d) {
+    shape.grid[d] = narrow(spec.grid[d].Evaluate(bindings), "grid", d, kMaxGrid[d]);
+  }
   return shape;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -40,55 +41,10 @@ std::string HolderPid(int fd) {
   return pid.empty() ? "unknown" : pid;
 }
 
-}  // namespace
-
-RunLock::RunLock(const std::filesystem::path& database) {
-  const std::filesystem::path lock_path = LockPath(database);
-  if (!lock_path.parent_path().empty()) {
-    std::error_code error;
-    std::filesystem::create_directories(lock_path.parent_path(), error);
-    if (error) {
-      throw Error("cannot create the folder of '" + lock_path.string() + "': " + error.message());
-    }
-  }
-  // Close-on-exec: a worker process started by this run must not inherit the lock and keep it
-  // after the run itself has died.
-  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw Error("cannot open lock file '" + lock_path.string() + "': " + ErrnoText(errno));
-  }
-  int result = 0;
-  do {
-    result = ::flock(fd, LOCK_EX | LOCK_NB);
-  } while (result != 0 && errno == EINTR);
-  if (result != 0) {
-    const int error = errno;
-    const std::string holder = error == EWOULDBLOCK ? HolderPid(fd) : "";
-    ::close(fd);
-    if (error == EWOULDBLOCK) {
-      throw Error("database '" + database.string() + "' is in use by another evo run (pid " +
-                  holder + ")");
-    }
-    throw Error("cannot lock '" + lock_path.string() + "': " + ErrnoText(error));
-  }
-  fd_ = fd;
-  // Best effort: the pid serves only the message another run shows, and the lock holds anyway.
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd_, 0) == 0) {
-    [[maybe_unused]] const ssize_t written = ::pwrite(fd_, pid.data(), pid.size(), 0);
-  }
-}
-
-RunLock::~RunLock() {
-  // Closing the last descriptor of the open file releases the flock.
-  if (fd_ >= 0) ::close(fd_);
-}
-
-std::optional<int64_t> RunLockHolder(const std::filesystem::path& database) {
-  struct stat file {};
-  if (::stat(LockPath(database).c_str(), &file) != 0) return std::nullopt;
-  // Lines such as "1: FLOCK  ADVISORY  WRITE 15307 fe:00:10953226 0 EOF": the lock's kind, the
-  // holder's pid, and the file as device major:minor (hex) and inode; waiters carry a "->".
+// The process holding an flock on the file `fd` or `path` names, from /proc/locks: lines such as
+// "1: FLOCK  ADVISORY  WRITE 15307 fe:00:10953226 0 EOF" give the lock's kind, the holder's pid,
+// and the file as device major:minor (hex) and inode; waiters carry a "->".
+std::optional<int64_t> FlockHolder(const struct stat& file) {
   std::ifstream locks("/proc/locks");
   std::string line;
   while (std::getline(locks, line)) {
@@ -110,6 +66,92 @@ std::optional<int64_t> RunLockHolder(const std::filesystem::path& database) {
     }
   }
   return std::nullopt;
+}
+
+std::optional<int64_t> FlockHolder(const std::filesystem::path& path) {
+  struct stat file {};
+  if (::stat(path.c_str(), &file) != 0) return std::nullopt;
+  return FlockHolder(file);
+}
+
+// Takes an exclusive flock on `fd` without waiting; returns errno, or 0 once held.
+int TryFlock(int fd) {
+  int result = 0;
+  do {
+    result = ::flock(fd, LOCK_EX | LOCK_NB);
+  } while (result != 0 && errno == EINTR);
+  return result == 0 ? 0 : errno;
+}
+
+}  // namespace
+
+RunLock::RunLock(const std::filesystem::path& database) {
+  const std::filesystem::path lock_path = LockPath(database);
+  if (!lock_path.parent_path().empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(lock_path.parent_path(), error);
+    if (error) {
+      throw Error("cannot create the folder of '" + lock_path.string() + "': " + error.message());
+    }
+  }
+  const auto in_use = [&](const std::string& holder) {
+    return Error("database '" + database.string() + "' is in use by another evo run (pid " +
+                 holder + ")");
+  };
+  // Close-on-exec: a worker process started by this run must not inherit the lock and keep it
+  // after the run itself has died.
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw Error("cannot open lock file '" + lock_path.string() + "': " + ErrnoText(errno));
+  }
+  if (const int error = TryFlock(fd); error != 0) {
+    const std::string holder = error == EWOULDBLOCK ? HolderPid(fd) : "";
+    ::close(fd);
+    if (error == EWOULDBLOCK) throw in_use(holder);
+    throw Error("cannot lock '" + lock_path.string() + "': " + ErrnoText(error));
+  }
+  fd_ = fd;
+  // Best effort: the pid serves only the message another run shows, and the lock holds anyway.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) == 0) {
+    [[maybe_unused]] const ssize_t written = ::pwrite(fd_, pid.data(), pid.size(), 0);
+  }
+  // The lock file goes by the database's name, and a hard link is another name of the same file:
+  // the database itself is locked too. It is created here if new (SQLite takes an empty file as
+  // an empty database), so that no name of it is ever unlocked during a run. SQLite locks with
+  // fcntl(2), which flock(2) does not touch on Linux.
+  const int database_fd = ::open(database.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (database_fd < 0) {
+    const int error = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw Error("cannot open database '" + database.string() + "': " + ErrnoText(error));
+  }
+  if (const int error = TryFlock(database_fd); error != 0) {
+    struct stat file {};
+    const bool known = ::fstat(database_fd, &file) == 0;
+    const std::optional<int64_t> holder = known ? FlockHolder(file) : std::nullopt;
+    ::close(database_fd);
+    ::close(fd_);
+    fd_ = -1;
+    if (error == EWOULDBLOCK) throw in_use(holder ? std::to_string(*holder) : "unknown");
+    throw Error("cannot lock '" + database.string() + "': " + ErrnoText(error));
+  }
+  database_fd_ = database_fd;
+}
+
+RunLock::~RunLock() {
+  // Closing the last descriptor of the open file releases the flock. Closing a descriptor of the
+  // database also drops every fcntl lock this process holds on it, SQLite's included: a RunLock
+  // is made before the store's connection and outlives it.
+  if (database_fd_ >= 0) ::close(database_fd_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::optional<int64_t> RunLockHolder(const std::filesystem::path& database) {
+  if (auto holder = FlockHolder(LockPath(database))) return holder;
+  // A run through another name of the same file (a hard link) holds the database's own flock.
+  return FlockHolder(database);
 }
 
 }  // namespace evo

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
@@ -179,6 +180,73 @@ TEST_CASE(
     CHECK(listed_template["problem"][2]["default_expr"] == "H");
     CHECK(listed_template["problem"][2]["check"] == "H % H_kv == 0");
   }
+}
+
+TEST_CASE(
+    "evo compile checks the template's reference kernel too, and a broken one is an error naming "
+    "it",
+    "[cli][nvrtc]") {
+  test::TempDir dir;
+  const auto data = test::SourceDir() / "tests" / "data" / "two_kernels";
+  const nlohmann::json original = nlohmann::json::parse(*TryReadFile(data / "manifest.json"));
+  // Each a template whose candidates compile and whose reference the GPU gates could not use.
+  const auto compile_with = [&](const std::string& name,
+                                const std::function<void(nlohmann::json&)>& edit,
+                                const std::string& extra_source = {}) {
+    const auto folder = dir.path() / name / "two_kernels";
+    std::filesystem::create_directories(folder);
+    std::filesystem::copy_file(data / "two_kernels.cu", folder / "two_kernels.cu");
+    if (!extra_source.empty()) test::WriteFile(folder / "reference.cu", extra_source);
+    nlohmann::json manifest = original;
+    edit(manifest["reference"]);
+    test::WriteFile(folder / "manifest.json", manifest.dump(2));
+    return RunEvo({"compile", "-t", "two_kernels", "--templates", (dir.path() / name).string(),
+                   "--arch", "sm_90", "--no-cache"},
+                  dir.path());
+  };
+  const auto sound = compile_with("sound", [](nlohmann::json&) {});
+  INFO(sound.out << sound.err);
+  CHECK(sound.exit_code == 0);
+  CHECK(sound.out.find("reference   two_reference: compiled, ") != std::string::npos);
+
+  const auto no_entry =
+      compile_with("no_entry", [](nlohmann::json& reference) { reference["entry"] = "missing"; });
+  INFO(no_entry.out << no_entry.err);
+  CHECK(no_entry.exit_code == 2);
+  CHECK(no_entry.out.find("status      compiled") != std::string::npos);
+  CHECK(no_entry.err.find("the reference kernel missing of template two_kernels cannot be used "
+                          "on this problem (compile_error: the ptxas report has no entry function "
+                          "missing") != std::string::npos);
+
+  const auto syntax = compile_with(
+      "syntax",
+      [](nlohmann::json& reference) {
+        reference["source"] = "reference.cu";
+        reference["entry"] = "reference_kernel";
+      },
+      "extern \"C\" __global__ void reference_kernel(const float* x, float* y, int n) {\n"
+      "  y[threadIdx.x] = x[threadIdx.x] +;\n}\n");
+  INFO(syntax.out << syntax.err);
+  CHECK(syntax.exit_code == 2);
+  CHECK(syntax.out.find("reference log:") != std::string::npos);
+  CHECK(syntax.out.find("expected an expression") != std::string::npos);
+  CHECK(syntax.err.find("reference kernel reference_kernel of template two_kernels") !=
+        std::string::npos);
+
+  const auto empty_grid =
+      compile_with("empty_grid", [](nlohmann::json& reference) { reference["grid"][0] = "N - N"; });
+  INFO(empty_grid.out << empty_grid.err);
+  CHECK(empty_grid.exit_code == 2);
+  CHECK(empty_grid.err.find("(invalid: the launch of two_reference cannot be made for this "
+                            "problem: grid.x N - N is 0; CUDA takes 1 to 2147483647)") !=
+        std::string::npos);
+
+  const auto wide_block =
+      compile_with("wide_block", [](nlohmann::json& reference) { reference["block"][0] = "2048"; });
+  INFO(wide_block.out << wide_block.err);
+  CHECK(wide_block.exit_code == 2);
+  CHECK(wide_block.err.find("(resource_reject: 2048 threads per block; the limit is 1024)") !=
+        std::string::npos);
 }
 
 TEST_CASE("evo compile refuses bad input with a clear message and exit code 2", "[cli]") {

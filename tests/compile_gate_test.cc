@@ -210,8 +210,25 @@ TEST_CASE(
                                      {"expr", "64 / (BLOCK_M - 32) != 99"},
                                      {"doc", "a rule that cannot judge BLOCK_M = 32"}});
   manifest["derived"].push_back({{"name", "PER_WARP"}, {"expr", "256 / (NUM_WARPS - 1)"}});
-  // A launch no GPU could make: a block of no threads where NUM_WARPS is 2.
-  manifest["kernels"][0]["block"][1] = "NUM_WARPS == 2 ? 0 : 1";
+  // Launches no GPU could make: a block of no threads where NUM_WARPS is 2, a grid over CUDA's
+  // 65535 in y with STAGES=4, an i32 scalar out of range without FAST_EXP, a tensor of negative
+  // extent with BLOCK_N=32.
+  nlohmann::json& kernel = manifest["kernels"][0];
+  kernel["block"][1] = "NUM_WARPS == 2 ? 0 : 1";
+  kernel["grid"][1] = "PERSISTENT ? 1 : (STAGES == 4 ? 65536 : GROUPS)";
+  bool edited_scalar = false, edited_scratch = false;
+  for (nlohmann::json& arg : kernel["args"]) {
+    if (arg["name"] == "S_q" && arg["kind"] == "scalar") {
+      arg["value"] = "FAST_EXP == 0 ? 4294967296 : S_q";
+      edited_scalar = true;
+    }
+    if (arg["name"] == "arrivals") {
+      arg["shape"][0] = "LAST_CTA_COMBINES ? B * GROUPS * M_TILES : (BLOCK_N == 32 ? -4 : 1)";
+      edited_scratch = true;
+    }
+  }
+  REQUIRE(edited_scalar);
+  REQUIRE(edited_scratch);
   test::WriteFile(folder / "manifest.json", manifest.dump(2));
   const TemplateLibrary library = TemplateLibrary::Load({dir.path()});
   const KernelTemplate& sdpa = library.Find("sdpa_fp16");
@@ -236,8 +253,25 @@ TEST_CASE(
   const CompileOutcome block = gate("BLOCK_M=64 BLOCK_N=64 NUM_WARPS=2 STAGES=2");
   CHECK(block.status == Status::kInvalid);
   CHECK(block.reason ==
-        "the launch of sdpa_fp16_fwd cannot be made for this configuration: block dimension "
-        "NUM_WARPS == 2 ? 0 : 1 is 0");
+        "the launch of sdpa_fp16_fwd cannot be made for this configuration: block.y NUM_WARPS == "
+        "2 ? 0 : 1 is 0; CUDA takes 1 to 1024");
+  const CompileOutcome grid = gate("BLOCK_M=64 NUM_WARPS=4 STAGES=4");
+  CHECK(grid.status == Status::kInvalid);
+  CHECK(grid.reason ==
+        "the launch of sdpa_fp16_fwd cannot be made for this configuration: grid.y PERSISTENT ? 1 "
+        ": (STAGES == 4 ? 65536 : GROUPS) is 65536; CUDA takes 1 to 65535");
+  // A grid that reads the device's figures is left to the launch, where they are known.
+  CHECK(gate("BLOCK_M=64 NUM_WARPS=4 STAGES=4 PERSISTENT=1").status == Status::kCompiled);
+  const CompileOutcome scalar = gate("BLOCK_M=64 NUM_WARPS=4 FAST_EXP=0");
+  CHECK(scalar.status == Status::kInvalid);
+  CHECK(scalar.reason ==
+        "the launch of sdpa_fp16_fwd cannot be made for this configuration: argument S_q = "
+        "FAST_EXP == 0 ? 4294967296 : S_q is 4294967296, which does not fit an i32");
+  const CompileOutcome extent = gate("BLOCK_M=64 NUM_WARPS=4 BLOCK_N=32");
+  CHECK(extent.status == Status::kInvalid);
+  CHECK(extent.reason ==
+        "the launch of sdpa_fp16_fwd cannot be made for this configuration: tensor arrivals has "
+        "extent LAST_CTA_COMBINES ? B * GROUPS * M_TILES : (BLOCK_N == 32 ? -4 : 1) = -4");
 
   // The search's space leaves them out, and lists the rest.
   const SearchSpace space(sdpa.manifest, problem, arch);

@@ -141,6 +141,43 @@ TEST_CASE("run lock: a symbolic link to the database takes the database's own lo
   CHECK_FALSE(fs::exists(dir.path() / "link.db.lock"));
 }
 
+TEST_CASE(
+    "run lock: a hard link to the database, another name of the same file, finds it locked; "
+    "doctor names the holder through either name",
+    "[run_lock]") {
+  test::TempDir dir;
+  const fs::path database = dir.path() / "runs" / "population.db";
+  fs::create_directories(database.parent_path());
+  test::WriteFile(database, "");
+  const fs::path other_name = dir.path() / "elsewhere" / "same.db";
+  fs::create_directories(other_name.parent_path());
+  fs::create_hard_link(database, other_name);
+  {
+    const RunLock first(database);
+    CHECK(RunLockHolder(other_name) == ::getpid());
+    CHECK(TryLockInChild(other_name, InUseMessage(other_name, ::getpid())) == kRefused);
+  }
+  {
+    const RunLock through_link(other_name);
+    CHECK(RunLockHolder(database) == ::getpid());
+    CHECK(TryLockInChild(database, InUseMessage(database, ::getpid())) == kRefused);
+  }
+  CHECK_FALSE(RunLockHolder(database).has_value());
+  CHECK(TryLockInChild(other_name, "") == kTaken);
+}
+
+TEST_CASE("run lock: a new database is created empty and locked", "[run_lock]") {
+  test::TempDir dir;
+  const fs::path database = dir.path() / "new" / "population.db";
+  {
+    const RunLock lock(database);
+    REQUIRE(fs::exists(database));
+    CHECK(fs::file_size(database) == 0);
+    CHECK(RunLockHolder(database) == ::getpid());
+  }
+  CHECK_FALSE(RunLockHolder(database).has_value());
+}
+
 TEST_CASE("run lock: another process is refused while the lock is held", "[run_lock]") {
   test::TempDir dir;
   const fs::path database = dir.path() / "population.db";
