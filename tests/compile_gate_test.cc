@@ -239,39 +239,37 @@ TEST_CASE(
     return RunCompileGate(sdpa, test::GenomeFromSettings(sdpa.manifest, settings), problem, arch,
                           compiler, {});
   };
-  const CompileOutcome constraint = gate("BLOCK_M=32 BLOCK_N=64 NUM_WARPS=2 STAGES=3");
-  CHECK(constraint.status == Status::kInvalid);
-  CHECK(constraint.reason ==
+  // Each an invalid configuration with its reason.
+  const auto invalid_because = [&](const char* settings) {
+    const CompileOutcome outcome = gate(settings);
+    INFO(settings);
+    CHECK(outcome.status == Status::kInvalid);
+    return outcome.reason;
+  };
+  const std::string launch = "the launch of sdpa_fp16_fwd cannot be made for this configuration: ";
+  CHECK(invalid_because("BLOCK_M=32 BLOCK_N=64 NUM_WARPS=2 STAGES=3") ==
         "constraint divides (64 / (BLOCK_M - 32) != 99) cannot be evaluated for this "
         "configuration: division by zero in '64 / (BLOCK_M - 32) != 99'");
-  const CompileOutcome derived = gate("BLOCK_M=16 NUM_WARPS=1");
-  CHECK(derived.status == Status::kInvalid);
-  CHECK(derived.reason ==
+  CHECK(invalid_because("BLOCK_M=16 NUM_WARPS=1") ==
         "derived value PER_WARP of sdpa_fp16 cannot be evaluated for this "
         "configuration: division by zero in '256 / (NUM_WARPS - 1)'");
   CHECK(gate("BLOCK_M=64 NUM_WARPS=4").status == Status::kCompiled);
-  const CompileOutcome block = gate("BLOCK_M=64 BLOCK_N=64 NUM_WARPS=2 STAGES=2");
-  CHECK(block.status == Status::kInvalid);
-  CHECK(block.reason ==
-        "the launch of sdpa_fp16_fwd cannot be made for this configuration: block.y NUM_WARPS == "
-        "2 ? 0 : 1 is 0; CUDA takes 1 to 1024");
-  const CompileOutcome grid = gate("BLOCK_M=64 NUM_WARPS=4 STAGES=4");
-  CHECK(grid.status == Status::kInvalid);
-  CHECK(grid.reason ==
-        "the launch of sdpa_fp16_fwd cannot be made for this configuration: grid.y PERSISTENT ? 1 "
-        ": (STAGES == 4 ? 65536 : GROUPS) is 65536; CUDA takes 1 to 65535");
+  CHECK(invalid_because("BLOCK_M=64 BLOCK_N=64 NUM_WARPS=2 STAGES=2") ==
+        launch + "block.y NUM_WARPS == 2 ? 0 : 1 is 0; CUDA takes 1 to 1024");
+  CHECK(invalid_because("BLOCK_M=64 NUM_WARPS=4 STAGES=4") ==
+        launch +
+            "grid.y PERSISTENT ? 1 : (STAGES == 4 ? 65536 : GROUPS) is 65536; CUDA takes 1 "
+            "to 65535");
   // A grid that reads the device's figures is left to the launch, where they are known.
   CHECK(gate("BLOCK_M=64 NUM_WARPS=4 STAGES=4 PERSISTENT=1").status == Status::kCompiled);
-  const CompileOutcome scalar = gate("BLOCK_M=64 NUM_WARPS=4 FAST_EXP=0");
-  CHECK(scalar.status == Status::kInvalid);
-  CHECK(scalar.reason ==
-        "the launch of sdpa_fp16_fwd cannot be made for this configuration: argument S_q = "
-        "FAST_EXP == 0 ? 4294967296 : S_q is 4294967296, which does not fit an i32");
-  const CompileOutcome extent = gate("BLOCK_M=64 NUM_WARPS=4 BLOCK_N=32");
-  CHECK(extent.status == Status::kInvalid);
-  CHECK(extent.reason ==
-        "the launch of sdpa_fp16_fwd cannot be made for this configuration: tensor arrivals has "
-        "extent LAST_CTA_COMBINES ? B * GROUPS * M_TILES : (BLOCK_N == 32 ? -4 : 1) = -4");
+  CHECK(invalid_because("BLOCK_M=64 NUM_WARPS=4 FAST_EXP=0") ==
+        launch +
+            "argument S_q = FAST_EXP == 0 ? 4294967296 : S_q is 4294967296, which does not "
+            "fit an i32");
+  CHECK(invalid_because("BLOCK_M=64 NUM_WARPS=4 BLOCK_N=32") ==
+        launch +
+            "tensor arrivals has extent LAST_CTA_COMBINES ? B * GROUPS * M_TILES : (BLOCK_N "
+            "== 32 ? -4 : 1) = -4");
 
   // The search's space leaves them out, and lists the rest.
   const SearchSpace space(sdpa.manifest, problem, arch);
