@@ -32,15 +32,19 @@ std::optional<T> WholeNumberOf(const std::string& input) {
   return value;
 }
 
-// Whole numbers of type T from `least` to T's largest, in a validator called `name`.
+// Whole numbers of type T from `least` to `most`, in a validator called `name`. The input is
+// rewritten as its value: CLI11 reads what follows as C does, "010" as 8 and "0x10" as 16.
 template <typename T>
-CLI::Validator WholeNumberFrom(T least, const std::string& name) {
+CLI::Validator WholeNumberFrom(T least, const std::string& name,
+                               T most = std::numeric_limits<T>::max()) {
   const std::string message = "must be a whole number from " + std::to_string(least) + " to " +
-                              std::to_string(std::numeric_limits<T>::max()) + ", not '";
+                              std::to_string(most) + ", not '";
   return CLI::Validator(
-      [least, message](std::string& input) -> std::string {
+      [least, most, message](std::string& input) -> std::string {
         const std::optional<T> value = WholeNumberOf<T>(input);
-        return value && *value >= least ? "" : message + input + "'";
+        if (!value || *value < least || *value > most) return message + input + "'";
+        input = std::to_string(*value);
+        return "";
       },
       name);
 }
@@ -50,9 +54,25 @@ CLI::Validator WholeNumberFrom(T least, const std::string& name) {
 CLI::Validator PositiveNumber() { return WholeNumberFrom<int64_t>(1, "POSITIVE"); }
 CLI::Validator NonNegativeNumber() { return WholeNumberFrom<int64_t>(0, "NONNEGATIVE"); }
 CLI::Validator SeedNumber() { return WholeNumberFrom<uint64_t>(0, "SEED"); }
+CLI::Validator WholeNumberBetween(int64_t least, int64_t most) {
+  return WholeNumberFrom<int64_t>(least, "INT", most);
+}
+
+CLI::Validator DecimalId() {
+  return CLI::Validator(
+      [](std::string& input) -> std::string {
+        const bool negative = input.starts_with('-');
+        std::optional<int64_t> value = WholeNumberOf<int64_t>(negative ? input.substr(1) : input);
+        if (!value) return "must be a whole number in decimal digits, not '" + input + "'";
+        input = std::to_string(negative ? -*value : *value);
+        return "";
+      },
+      "ID");
+}
 
 void RefuseToOverwrite(const fs::path& out, const std::string& option, const fs::path& db,
                        const std::vector<fs::path>& inputs) {
+  if (out.empty()) throw Error(option + " is empty: name the file to write");
   if (!db.empty()) {
     for (const char* suffix : {"", "-wal", "-shm", "-journal", ".lock"}) {
       fs::path side = db;

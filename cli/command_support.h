@@ -36,6 +36,10 @@ TemplateLibrary LoadLibrary(const GlobalOptions& global);
 CLI::Validator PositiveNumber();
 CLI::Validator NonNegativeNumber();
 CLI::Validator SeedNumber();
+CLI::Validator WholeNumberBetween(int64_t least, int64_t most);
+// A run or candidate id in decimal digits (a sign allowed, so that the command can say why 0 or
+// -3 names nothing), rewritten as its value: CLI11 alone reads "010" as 8 and "0x5" as 5.
+CLI::Validator DecimalId();
 
 // Refuses `out`, a file that option `option` (e.g. "--out") is about to write, where it is the
 // database `db` or one of SQLite's files beside it, one of `inputs` (what the command reads, e.g.

@@ -212,7 +212,7 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   app.add_flag("--verify-only", options->verify_only, "run the correctness gate only");
   app.add_flag("--flush-l2", options->flush_l2, "flush the L2 cache before every timed launch");
-  app.add_option("--deadline-ms", options->deadline_ms, kDeadlineHelp)->check(PositiveNumber());
+  app.add_option("--deadline-ms", options->deadline_ms, kDeadlineHelp)->transform(PositiveNumber());
   return [&global, options] {
     if (!options->compile.arch.empty()) {
       throw Error("evo bench runs on the GPU that is here and compiles for its arch; drop --arch");

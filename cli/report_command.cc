@@ -55,7 +55,8 @@ const KernelTemplate* FindTemplate(const TemplateLibrary& library, const std::st
 std::function<int()> SetupReport(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<ReportOptions>();
   app.add_option("--db", options->db, "the population database")->capture_default_str();
-  app.add_option("--run", options->runs, "a run to report (repeatable; default: every run)");
+  app.add_option("--run", options->runs, "a run to report (repeatable; default: every run)")
+      ->transform(DecimalId());
   app.add_option("--out", options->out, "the HTML file to write")->required();
   app.add_option("--peers", options->peers,
                  "other kernels' times per shape: the JSON of scripts/bench-attention.py --json");
@@ -66,7 +67,10 @@ std::function<int()> SetupReport(CLI::App& app, const GlobalOptions& global) {
       throw Error("there is no database " + options->db +
                   " (evo run creates it; --db names another)");
     }
-    RefuseToOverwrite(options->out, "--out", options->db);
+    // Nor over what it reads: the peers' figures or a Chart.js build.
+    std::vector<fs::path> inputs_read = {options->chart_js};
+    if (!options->peers.empty()) inputs_read.push_back(options->peers);
+    RefuseToOverwrite(options->out, "--out", options->db, inputs_read);
     // Everything that can fail on input fails before anything is written.
     const ChartLibrary chart = ReadChartLibrary(options->chart_js);
     std::optional<PeerTable> peers;
@@ -82,7 +86,10 @@ std::function<int()> SetupReport(CLI::App& app, const GlobalOptions& global) {
       for (int64_t id : options->runs) {
         std::optional<RunRecord> run = store.FindRun(id);
         if (!run) throw Error("there is no run " + std::to_string(id) + " in " + options->db);
-        runs.push_back(*run);
+        // A run named twice is reported once, where it was first named.
+        const bool named_before = std::any_of(
+            runs.begin(), runs.end(), [id](const RunRecord& known) { return known.id == id; });
+        if (!named_before) runs.push_back(*run);
       }
     }
 

@@ -40,8 +40,9 @@ PeerTable PeerTable::Load(const std::filesystem::path& path) {
   Json rows;
   try {
     rows = Json::parse(*text);
-  } catch (const Json::parse_error& e) {
-    throw Error("peers file '" + path.string() + "' is not JSON: " + e.what());
+  } catch (const Json::exception& e) {
+    // A syntax error, or a number past a double's range (1e400).
+    throw Error("peers file '" + path.string() + "' is not JSON evo can read: " + JsonMessage(e));
   }
   if (!rows.is_array()) {
     throw Error("peers file '" + path.string() +

@@ -268,7 +268,7 @@ std::function<int()> SetupRun(CLI::App& app, const GlobalOptions& global) {
   app.add_option("--db", options->db, "the population database")->capture_default_str();
   AddSearchSettings(app, options->search, false,
                     "candidates that reach the gates, counted across resumes");
-  app.add_option("--resume", options->resume, "continue this run id")->check(PositiveNumber());
+  app.add_option("--resume", options->resume, "continue this run id")->transform(PositiveNumber());
   app.add_flag("--new", options->fresh, "start a new run even if one of this task can continue");
   app.add_flag("--force", options->force,
                "continue a run measured on another GPU, evaluator or template version");
@@ -291,9 +291,9 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
   app.add_option("--remeasure", *repeat,
                  "measurements of every measured configuration beyond the first")
       ->capture_default_str()
-      ->check(CLI::Range(0, 10));
+      ->transform(WholeNumberBetween(0, 10));
   app.add_option("--limit", *limit, "stop after this many new configurations (0: all)")
-      ->check(NonNegativeNumber());
+      ->transform(NonNegativeNumber());
   auto fixed = std::make_shared<std::vector<std::string>>();
   app.add_option("--fix", *fixed,
                  "KNOB=VALUE (repeatable): record only the configurations with this value (a "

@@ -160,8 +160,10 @@ std::function<int()> SetupShow(CLI::App& app, const GlobalOptions& global) {
     AddDbOption(*sub, *options);
     sub->callback([what, sub] { *what = sub->get_name(); });
   }
-  elite->add_option("--run", options->run, "run id (default: the latest)");
-  candidate->add_option("id", options->candidate, "candidate id")->required();
+  elite->add_option("--run", options->run, "run id (default: the latest)")->transform(DecimalId());
+  candidate->add_option("id", options->candidate, "candidate id")
+      ->required()
+      ->transform(DecimalId());
   candidate->add_flag("--source", options->source, "print the instantiated source");
   candidate->add_flag("--log", options->log, "print NVRTC's log");
   return [&global, options, what, elite] {
@@ -230,7 +232,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
   auto out = std::make_shared<std::string>();
   auto cache_dir = std::make_shared<std::string>("runs/cache");
   auto package = std::make_shared<PackageExportOptions>();
-  app.add_option("id", options->candidate, "candidate id (with --out)");
+  app.add_option("id", options->candidate, "candidate id (with --out)")->transform(DecimalId());
   app.add_option("--out", *out, "folder to write the candidate's cubin, source and launch.json");
   app.add_option("--python", package->python_dir,
                  "folder to write a Python package into: the tuned runs' best kernels, their "
@@ -240,7 +242,8 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
                  "driver, a CMakeLists.txt and an example program");
   app.add_option("--run", package->runs,
                  "a run to export with --python/--cpp (repeatable; default: every run of the "
-                 "database with a measured kernel)");
+                 "database with a measured kernel)")
+      ->transform(DecimalId());
   app.add_option("--name", package->name, "the Python package's name")->capture_default_str();
   app.add_option("--db", options->db, "the population database")->capture_default_str();
   app.add_option("--cache-dir", *cache_dir, "compile cache folder")->capture_default_str();

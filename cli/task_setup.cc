@@ -25,22 +25,22 @@ void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_rep
     app.add_option_function<int>(
            "--gpu", [&options](int gpu) { options.gpus = std::to_string(gpu); },
            "the GPU to measure on (default 0)")
-        ->check(NonNegativeNumber());
+        ->transform(NonNegativeNumber());
   }
   app.add_option("--cache-dir", options.cache_dir, "compile cache folder")->capture_default_str();
   app.add_flag("--no-cache", options.no_cache, "neither read nor fill the compile cache");
   app.add_option("--jobs,-j", options.jobs,
                  "concurrent NVRTC compiles (default: one per core, as memory allows)")
-      ->check(PositiveNumber());
+      ->transform(PositiveNumber());
   app.add_flag("--allow-spills", options.allow_spills, "let register spills pass gate 1");
   app.add_flag("--flush-l2", options.flush_l2, "flush the L2 cache before every timed launch");
-  app.add_option("--deadline-ms", options.deadline_ms, kDeadlineHelp)->check(PositiveNumber());
+  app.add_option("--deadline-ms", options.deadline_ms, kDeadlineHelp)->transform(PositiveNumber());
   if (with_replay) {
     app.add_option("--replay", options.replay,
                    "answer from a recording made by `evo sweep` instead of a GPU");
     app.add_option("--replay-delay-ms", options.replay_delay_ms,
                    "time a replayed evaluation takes (to give replays a GPU's pace)")
-        ->check(NonNegativeNumber());
+        ->transform(NonNegativeNumber());
     app.add_option("--replay-clock", options.replay_clock,
                    "with --replay: simulate the wall time the search would take on one GPU from "
                    "the recorded compile and GPU times (--jobs compile threads, default 16, as "
@@ -56,24 +56,24 @@ void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of
          "--elite", settings.elite,
          std::string("size K of ") + (each_run_of_a_set ? "each run's" : "the") + " Top-K elite")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->transform(WholeNumberBetween(1, 1000));
   app.add_option("--budget", settings.budget, budget_help)
       ->capture_default_str()
-      ->check(PositiveNumber());
+      ->transform(PositiveNumber());
   app.add_option("--seed", settings.seed,
                  each_run_of_a_set ? "random seed of every run (default: drawn per run)"
                                    : "random seed (default: drawn, and stored with the run)")
-      ->check(SeedNumber());
+      ->transform(SeedNumber());
   app.add_option("--generation-size", settings.generation_size,
                  fmt::format("candidates per generation after the first (which holds the "
                              "starting points and random ones up to {})",
                              EvolutionOptions{}.first_generation_size))
       ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+      ->transform(WholeNumberBetween(1, 4096));
   app.add_option("--patience", settings.patience,
                  "stop " + run + " after this many generations without improvement (0: never)")
       ->capture_default_str()
-      ->check(NonNegativeNumber());
+      ->transform(NonNegativeNumber());
   app.add_option("--time-limit", settings.time_limit,
                  "stop " + run + " after this long (90s, 15m, 2h); the run can be resumed");
   app.add_option("--slow-factor", settings.slow_factor,
@@ -88,7 +88,7 @@ void AddSearchSettings(CLI::App& app, SearchSettings& settings, bool each_run_of
                  "rounds of the elite's side-by-side re-timing, one timing of every member each, "
                  "alternately in order and reversed (an even number cancels a steady drift)")
       ->capture_default_str()
-      ->check(CLI::Range(3, 100));
+      ->transform(WholeNumberBetween(3, 100));
   app.add_flag("--no-compile-ahead", settings.no_compile_ahead,
                "compile only the generation being measured, not also the likely next one on the "
                "compile threads it leaves idle (the search decides the same either way)");

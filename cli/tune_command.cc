@@ -250,9 +250,10 @@ std::function<int()> SetupTune(CLI::App& app, const GlobalOptions& global) {
   app.add_option("--shape", options->shapes,
                  "B,H,S,D or B,H,S_q,S_kv,D, H may be H:H_kv, ',causal' may follow (repeatable)");
   app.add_option("--shapes", options->shapes_file, "a file of shapes, one per line ('#' comments)");
-  app.add_option("--grid", options->grids,
-                 "shapes as a product, e.g. \"BxH=2x8,4x16 S=512..16384 D=64,128 CAUSAL=0,1\" "
-                 "(LO..HI: powers of two; names B, H, H_kv, S, S_q, S_kv, D, CAUSAL, BxH)");
+  app.add_option(
+      "--grid", options->grids,
+      "shapes as a product, e.g. \"BxH=2x8,4x16 S=512..16384 D=64,128 CAUSAL=0,1\" "
+      "(LO..HI: LO, 2*LO, 4*LO, ... up to HI; names B, H, H_kv, S, S_q, S_kv, D, CAUSAL, BxH)");
   app.add_flag("--causal", options->causal, "every shape causal");
   app.add_option("--problem", options->problem_settings,
                  "PARAM=VALUE (repeatable) for every shape, e.g. BF16=1; templates without it "
@@ -263,7 +264,7 @@ std::function<int()> SetupTune(CLI::App& app, const GlobalOptions& global) {
                  "task replays the recording of its template and shape)");
   app.add_option("--replay-delay-ms", options->evaluator.replay_delay_ms,
                  "time a replayed evaluation takes")
-      ->check(NonNegativeNumber());
+      ->transform(NonNegativeNumber());
   app.add_option("--db", options->db, "the population database of the set")->capture_default_str();
   AddSearchSettings(
       app, options->search, true,

@@ -32,7 +32,8 @@ int64_t Positive(const std::string& text, const std::string& context) {
   return *value;
 }
 
-// "512..16384": 512, 1024, ..., 16384; "64": 64.
+// "512..16384": 512, 1024, ..., 16384 (LO doubled while it stays within HI, so "3..20" is 3, 6,
+// 12); "64": 64.
 std::vector<int64_t> Values(const std::string& item, const std::string& context) {
   const size_t dots = item.find("..");
   if (dots == std::string::npos) return {Positive(item, context)};
@@ -40,7 +41,11 @@ std::vector<int64_t> Values(const std::string& item, const std::string& context)
   const int64_t high = Positive(item.substr(dots + 2), context);
   if (high < low) throw Error("malformed " + context + ": the range " + item + " is empty");
   std::vector<int64_t> values;
-  for (int64_t value = low; value <= high; value *= 2) values.push_back(value);
+  // Doubling stops before it could pass HI, so it never overflows.
+  for (int64_t value = low;; value *= 2) {
+    values.push_back(value);
+    if (value > high / 2) break;
+  }
   return values;
 }
 

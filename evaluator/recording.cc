@@ -103,17 +103,6 @@ void RefuseCompressed(const std::filesystem::path& path, std::string_view start)
   }
 }
 
-// The JSON library's message without its exception id ("[json.exception.type_error.302] "): the
-// file and line around it say where, and the rest says what.
-std::string JsonMessage(const std::exception& error) {
-  std::string what = error.what();
-  if (what.starts_with("[json.exception.")) {
-    const size_t end = what.find("] ");
-    if (end != std::string::npos) what.erase(0, end + 2);
-  }
-  return what;
-}
-
 // What one configuration's line must hold beyond its JSON shape: the knobs the first
 // configuration's line set (`first_knobs`: its line and knob names, set here from the first),
 // and a positive time where it was timed.

@@ -61,8 +61,9 @@ class ManifestReader {
     Json json;
     try {
       json = Json::parse(json_text, track_keys);
-    } catch (const Json::parse_error& error) {
-      Fail("JSON", error.what());
+    } catch (const Json::exception& error) {
+      // A syntax error, or a number past a double's range (1e400).
+      Fail("JSON", JsonMessage(error));
     }
     if (!duplicate.empty()) {
       Fail("JSON", "key \"" + duplicate + "\" appears twice in one object");

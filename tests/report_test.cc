@@ -453,7 +453,34 @@ TEST_CASE("evo report refuses bad input with clear errors and leaves the databas
   test::WriteFile(peers, R"([{"problem": {"B": 2}, "cudnn_us": -3}])");
   expect_error({"--db", db.string(), "--out", out, "--peers", peers.string()},
                "the time of cuDNN must be a positive number");
+  test::WriteFile(peers, R"([{"problem": {"B": 2}, "cudnn_us": 1e400}])");
+  expect_error({"--db", db.string(), "--out", out, "--peers", peers.string()},
+               "peers file '" + peers.string() +
+                   "' is not JSON evo can read: number overflow parsing '1e400'");
+  // What the report reads is never what it writes: the peers' figures stay whole.
+  test::WriteFile(peers, "[]");
+  expect_error({"--db", db.string(), "--out", peers.string(), "--peers", peers.string()},
+               "--out " + peers.string() + " is " + peers.string() +
+                   ", which this command reads; name another file");
+  CHECK(ReadFile(peers) == "[]");
+  expect_error({"--db", db.string(), "--out", "", "--peers", peers.string()},
+               "--out is empty: name the file to write");
+  expect_error({"--db", db.string(), "--out", out, "--run", "0x1"},
+               "must be a whole number in decimal digits, not '0x1'");
   CHECK(!std::filesystem::exists(out));
+
+  // A run named twice is reported once; "01" is run 1.
+  const auto twice = RunEvo(
+      {"report", "--db", db.string(), "--out", out, "--run", "1", "--run", "01"}, dir.path());
+  INFO(twice.err);
+  CHECK(twice.exit_code == 0);
+  CHECK(twice.out.find("wrote " + out + ": 1 run, 8 candidates") != std::string::npos);
+  // The Chart.js it embeds (Debian's, by default) is not a file it may write either.
+  const std::string chart = "/usr/share/javascript/chart.js/chart.min.js";
+  const std::string chart_hash = FileHash(chart);
+  expect_error({"--db", db.string(), "--out", chart},
+               "which this command reads; name another file");
+  CHECK(FileHash(chart) == chart_hash);
 }
 
 }  // namespace

@@ -402,6 +402,32 @@ TEST_CASE("evo run checks its options and its recording before it stores a run",
                           seed + "'") != std::string::npos);
     CHECK(StoredRuns(db) == 0);
   }
+  // Numbers are decimal: CLI11 alone read a leading zero as octal (--budget 010 was 8) and 0x as
+  // hex; ids alike.
+  {
+    const auto decimal = RunEvo({"run", "--replay", test::H100Recording().string(), "--db",
+                                 db.string(), "--budget", "010", "--seed", "010", "--elite", "010"},
+                                dir.path());
+    INFO(decimal.err);
+    REQUIRE(decimal.exit_code == 0);
+    CHECK(decimal.err.find("seed 10, budget 10, elite 10") != std::string::npos);
+    CHECK(RunEvo({"show", "candidate", "010", "--db", db.string()}, dir.path())
+              .out.starts_with("candidate 10 of run 1"));
+    CHECK(RunEvo({"show", "elite", "--run", "01", "--db", db.string()}, dir.path())
+              .out.starts_with("elite of run 1"));
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"show", "candidate", "0x5"},
+          std::vector<std::string>{"show", "elite", "--run", "0x1"},
+          std::vector<std::string>{"show", "candidate", "99999999999999999999"}}) {
+      std::vector<std::string> command = args;
+      command.insert(command.end(), {"--db", db.string()});
+      const auto refused = RunEvo(command, dir.path());
+      CHECK(refused.exit_code == 2);
+      CHECK(refused.err.find("must be a whole number in decimal digits, not '" + args.back() +
+                             "'") != std::string::npos);
+    }
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db.string() + suffix);
+  }
   // A parameter or knob given twice with two values.
   const std::pair<std::vector<std::string>, std::string> twice[] = {
       {{"compile", "--arch", "sm_90", "--shape", "2,8,512,64", "--problem", "S_q=100"},

@@ -174,6 +174,15 @@ TEST_CASE("evo tune --list expands shapes, files and grids per template; bad one
   const auto empty = RunEvo({"tune", "--list", "--grid", "S=512..256"}, dir.path());
   CHECK(empty.exit_code == 2);
   CHECK(empty.err.find("the range 512..256 is empty") != std::string::npos);
+  // LO doubled within HI, to the largest 64-bit range without overflow.
+  const auto doubled = RunEvo({"tune", "--list", "--grid", "BxH=2x8 S=3..20 D=64"}, dir.path());
+  CHECK(doubled.out ==
+        "[1/3] sdpa_fp16 2,8,3,64\n[2/3] sdpa_fp16 2,8,6,64\n"
+        "[3/3] sdpa_fp16 2,8,12,64\n");
+  const auto widest =
+      RunEvo({"tune", "--list", "--grid", "BxH=2x8 S=1..9223372036854775807 D=64"}, dir.path());
+  INFO(widest.err);
+  CHECK(widest.out.find("[63/63] sdpa_fp16 2,8,4611686018427387904,64\n") != std::string::npos);
   const auto unknown = RunEvo({"tune", "--list", "--grid", "L=512"}, dir.path());
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.err.find("the names are B, H, H_kv, S") != std::string::npos);
