@@ -574,6 +574,8 @@ TEST_CASE("starting points: read from their own file, checked against the knobs"
        "starting_points[0]: expected an object of knob settings"},
       {"an unknown key", R"({"starting_point": []})", "unknown key \"starting_point\""},
       {"text that is not JSON", R"({"starting_points": [)", "starts.json': JSON"},
+      {"a number past a double's range", R"({"starting_points": [{"BLOCK_M": 1e400}]})",
+       "starts.json': JSON: number overflow parsing '1e400'"},
   };
   for (const Case& c : cases) {
     SECTION(c.what) {
