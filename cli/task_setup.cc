@@ -9,6 +9,7 @@
 #include "engine/evolution.h"
 #include "evaluator/clocked_replay.h"
 #include "evaluator/cuda_driver.h"
+#include "evaluator/recording.h"
 
 namespace evo::cli {
 
@@ -222,7 +223,9 @@ StopOnSignals::~StopOnSignals() {
 
 void CheckResumable(const RunRecord& run, const EvaluatorIdentity& identity, bool force) {
   std::string conflict;
-  if (run.spec.evaluator != identity.evaluator) {
+  const bool same_evaluator = run.spec.evaluator == identity.evaluator ||
+                              ReplaysOneRecording(run.spec.evaluator, identity.evaluator);
+  if (!same_evaluator) {
     conflict = "was evaluated by " + run.spec.evaluator + ", this is " + identity.evaluator;
   } else if (run.spec.device != identity.device || run.spec.arch != identity.arch) {
     conflict = "was measured on " + run.spec.device + " (" + run.spec.arch + "), this is " +

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/sha256.h"
 #include "evaluator/gpu_verdict_json.h"
 
 namespace evo {
@@ -166,6 +167,7 @@ Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail)
     throw Error("recording '" + path.string() + "' ends in the middle of a line");
   }
   Recording recording;
+  recording.sha256 = Sha256Hex(text);
   size_t start = 0;
   int line_number = 0;
   // Where each configuration was recorded, and its line's text (in `text`): a configuration
@@ -207,6 +209,16 @@ Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail)
   }
   if (line_number == 0) throw Error("recording '" + path.string() + "' is empty");
   return recording;
+}
+
+bool ReplaysOneRecording(const std::string& stored, const std::string& now) {
+  if (!stored.starts_with("replay ") || !now.starts_with("replay ")) return false;
+  const size_t stored_mark = stored.rfind(kRecordingHashMark);
+  const size_t now_mark = now.rfind(kRecordingHashMark);
+  if (stored_mark != std::string::npos && now_mark != std::string::npos) {
+    return stored.substr(stored_mark) == now.substr(now_mark);
+  }
+  return stored == now.substr(0, now_mark);
 }
 
 RecordingHeader ReadRecordingHeader(const std::filesystem::path& path) {
@@ -309,7 +321,10 @@ ReplayEvaluator::ReplayEvaluator(const std::filesystem::path& path, const Manife
                 nlohmann::json(problem).dump());
   }
   identity_ = header.identity;
-  identity_.evaluator = "replay " + path.string();
+  // The path for the reader, the content for the resume check (ReplaysOneRecording): a copy
+  // elsewhere is the same recording, another file at the same path is not.
+  identity_.evaluator = "replay " + path.string() + std::string(kRecordingHashMark) +
+                        recording_.sha256.substr(0, 16) + ")";
   identity_.notice = "replaying " + std::to_string(recording_.candidates.size()) +
                      " configurations measured on " + header.identity.device + " at " +
                      header.recorded_at + " (" + header.recorded_by + "): nothing runs on a GPU";

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "evaluator/candidate_evaluator.h"
@@ -33,11 +34,20 @@ struct RecordedCandidate {
 struct Recording {
   RecordingHeader header;
   std::map<Genome, RecordedCandidate> candidates;
+  std::string sha256;  // of the file's bytes: which recording it is, whatever its path
 };
 
 // Throws evo::Error naming the file and line for anything malformed. A last line cut short (a
 // sweep killed while writing) is ignored when `allow_torn_tail`.
 Recording ReadRecording(const std::filesystem::path& path, bool allow_torn_tail = false);
+
+// A replay's evaluator reads "replay PATH (sha256 HEX16)"; runs stored before the hash read
+// "replay PATH".
+inline constexpr std::string_view kRecordingHashMark = " (sha256 ";
+
+// Whether two evaluator identities replay one recording: by its content where both name it, and
+// by the path where the stored one predates the hash.
+bool ReplaysOneRecording(const std::string& stored, const std::string& now);
 
 // The header line alone (what task a recording measured), without reading its configurations.
 RecordingHeader ReadRecordingHeader(const std::filesystem::path& path);

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "evaluator/nvrtc_compiler.h"
+#include "evaluator/recording.h"
 #include "evaluator/subprocess.h"
 #include "kernel_templates/template_library.h"
 #include "population/store.h"
@@ -314,6 +315,45 @@ void WriteLines(const std::filesystem::path& path, const std::vector<std::string
   std::string text;
   for (const std::string& line : lines) text += line + "\n";
   test::WriteFile(path, text);
+}
+
+TEST_CASE(
+    "a replayed run resumes from its recording under another path, and not from another recording "
+    "at its path",
+    "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  std::filesystem::create_directories(dir.path() / "a");
+  std::filesystem::create_directories(dir.path() / "b");
+  std::filesystem::copy_file(test::H100Recording(), dir.path() / "a" / "rec.jsonl");
+  REQUIRE(RunEvo({"run", "--replay", "rec.jsonl", "--db", db.string(), "--budget", "10"},
+                 dir.path() / "a")
+              .exit_code == 0);
+  // The same bytes elsewhere: the same recording.
+  std::filesystem::copy_file(test::H100Recording(), dir.path() / "b" / "copy.jsonl");
+  const auto moved = RunEvo({"run", "--replay", (dir.path() / "b" / "copy.jsonl").string(), "--db",
+                             db.string(), "--budget", "20"},
+                            dir.path());
+  INFO(moved.err);
+  CHECK(moved.exit_code == 0);
+  CHECK(moved.err.find("resuming run 1") != std::string::npos);
+  // Another recording of the same task at the run's path: its times would not compare.
+  std::vector<std::string> lines = RecordingLines(test::H100Recording());
+  lines.pop_back();
+  WriteLines(dir.path() / "b" / "rec.jsonl", lines);
+  const auto other = RunEvo({"run", "--replay", "rec.jsonl", "--db", db.string(), "--budget", "30"},
+                            dir.path() / "b");
+  CHECK(other.exit_code == 2);
+  CHECK(other.err.find("run 1 was evaluated by replay rec.jsonl (sha256 ") != std::string::npos);
+  PopulationStore store(db, PopulationStore::Access::kReadOnly);
+  CHECK(store.Candidates(1).size() == 20);
+
+  // Runs stored before the hash named the path alone, and still resume by it.
+  CHECK(ReplaysOneRecording("replay x.jsonl", "replay x.jsonl (sha256 0123456789abcdef)"));
+  CHECK_FALSE(ReplaysOneRecording("replay x.jsonl", "replay y.jsonl (sha256 0123456789abcdef)"));
+  CHECK(ReplaysOneRecording("replay x.jsonl (sha256 0123456789abcdef)",
+                            "replay y.jsonl (sha256 0123456789abcdef)"));
+  CHECK_FALSE(ReplaysOneRecording("gpu", "replay x.jsonl (sha256 0123456789abcdef)"));
 }
 
 TEST_CASE("evo run --replay-clock never writes over the database or the recording it replays",
