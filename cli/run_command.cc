@@ -163,6 +163,15 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
         throw Error("run " + std::to_string(run->id) + " keeps an elite of " +
                     std::to_string(run->spec.elite_size) + "; drop --elite to resume it");
       }
+      // A resumed run proposes what the uninterrupted one would: its generations keep their size.
+      if (app.count("--generation-size") > 0 &&
+          options->search.generation_size != run->spec.generation_size) {
+        throw Error("run " + std::to_string(run->id) + " has generations of " +
+                    std::to_string(run->spec.generation_size) +
+                    "; drop --generation-size to resume it, or pass --new for a run with "
+                    "generations of " +
+                    std::to_string(options->search.generation_size));
+      }
       if (budget_given) {
         if (options->search.budget < run->spec.budget) {
           throw Error("run " + std::to_string(run->id) + " has a budget of " +

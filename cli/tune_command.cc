@@ -36,13 +36,19 @@ struct TuneOptions {
 std::string RecordingOf(const std::vector<std::pair<std::string, Recording>>& recordings,
                         const TuneTask& task) {
   const Manifest& manifest = task.kernel_template->manifest;
+  std::string found;
   for (const auto& [path, recording] : recordings) {
     if (recording.header.template_name == manifest.name &&
         CompleteProblem(manifest, recording.header.problem) == task.problem) {
-      return path;
+      // Two landscapes of one task: which one the run replays must not be the order given.
+      if (!found.empty()) {
+        throw Error("--replay " + found + " and --replay " + path + " both measured " + task.label +
+                    "; give one recording per task");
+      }
+      found = path;
     }
   }
-  return "";
+  return found;
 }
 
 // What the tune does with one task's run.

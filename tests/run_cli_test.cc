@@ -356,6 +356,37 @@ TEST_CASE(
   CHECK_FALSE(ReplaysOneRecording("gpu", "replay x.jsonl (sha256 0123456789abcdef)"));
 }
 
+TEST_CASE(
+    "a resume keeps the run's seed, elite and generation size, and says so when asked to "
+    "change them",
+    "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  REQUIRE(RunEvo(ReplayRun(db, 20, 1), dir.path()).exit_code == 0);
+  const std::pair<std::vector<std::string>, std::string> changes[] = {
+      {{"--seed", "2"}, "run 1 is seeded with 1; drop --seed to resume it"},
+      {{"--elite", "7"}, "run 1 keeps an elite of "},
+      {{"--generation-size", "4"},
+       "run 1 has generations of 16; drop --generation-size to resume it, or pass --new for a "
+       "run with generations of 4"}};
+  for (const auto& [change, message] : changes) {
+    std::vector<std::string> args = {
+        "run", "--replay", test::H100Recording().string(), "--db", db.string(), "--budget", "60"};
+    args.insert(args.end(), change.begin(), change.end());
+    const auto refused = RunEvo(args, dir.path());
+    INFO(refused.err);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find(message) != std::string::npos);
+    PopulationStore store(db, PopulationStore::Access::kReadOnly);
+    CHECK(store.FindRun(1)->spec.budget == 20);
+  }
+  // The same values again say nothing new.
+  const auto same = RunEvo({"run", "--replay", test::H100Recording().string(), "--db", db.string(),
+                            "--budget", "30", "--generation-size", "16"},
+                           dir.path());
+  CHECK(same.exit_code == 0);
+}
+
 TEST_CASE("evo run --replay-clock never writes over the database or the recording it replays",
           "[cli][run]") {
   test::TempDir dir;

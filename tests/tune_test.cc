@@ -95,6 +95,16 @@ TEST_CASE("evo tune searches a set of shapes into one database, each run seeded 
   CHECK(refused.exit_code == 2);
   CHECK(refused.err.find("no --replay recording measured\n  sdpa_fp16 2,8,4096,64") !=
         std::string::npos);
+  // Two recordings of one task: the order given would choose the landscape.
+  std::vector<std::string> twice = TuneArgs(dir.path(), {"2,8,512,64"}, 20);
+  const std::filesystem::path second = dir.path() / "second.jsonl";
+  std::filesystem::copy_file(test::H100RecordingAs(dir.path(), 512, 0), second);
+  twice.insert(twice.end(), {"--replay", second.string()});
+  const auto ambiguous = RunEvo(twice, dir.path());
+  CHECK(ambiguous.exit_code == 2);
+  CHECK(ambiguous.err.find("and --replay " + second.string() +
+                           " both measured sdpa_fp16 2,8,512,64; give one recording per task") !=
+        std::string::npos);
 }
 
 TEST_CASE("evo tune continues runs stopped by their time limit", "[cli][tune]") {
