@@ -85,17 +85,19 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
       if (!run)
         throw Error("there is no run " + std::to_string(options->resume) + " in " + options->db);
     }
-    // A replay names its task: without --template, --shape, --causal and --problem, the run
-    // searches the task the recording measured.
+    // A replay names its task: without --shape, --causal and --problem, the run searches the
+    // task the recording measured (a --template naming another template is refused below).
     bool from_recording = false;
-    if (!run && !options->task.replay.empty() && app.count("--template") == 0 &&
-        app.count("--shape") == 0 && app.count("--causal") == 0 && app.count("--problem") == 0) {
+    if (!run && !options->task.replay.empty() && app.count("--shape") == 0 &&
+        app.count("--causal") == 0 && app.count("--problem") == 0) {
       const RecordingHeader recorded = ReadRecordingHeader(options->task.replay);
-      from_recording = true;
-      options->task.template_name = recorded.template_name;
-      options->task.problem_settings.clear();
-      for (const auto& [name, value] : recorded.problem) {
-        options->task.problem_settings.push_back(name + "=" + std::to_string(value));
+      if (app.count("--template") == 0 || options->task.template_name == recorded.template_name) {
+        from_recording = true;
+        options->task.template_name = recorded.template_name;
+        options->task.problem_settings.clear();
+        for (const auto& [name, value] : recorded.problem) {
+          options->task.problem_settings.push_back(name + "=" + std::to_string(value));
+        }
       }
     }
     const std::string template_name = run ? run->spec.template_name : options->task.template_name;

@@ -210,6 +210,19 @@ TEST_CASE("evo run --replay FILE alone searches the task the recording measured"
   const auto again = RunEvo(ReplayRun(db, 8, 1, fp8), dir.path());
   CHECK(again.exit_code == 0);
   CHECK(again.out.find("run 1 of this task is finished") != std::string::npos);
+  // --template naming the recording's own template keeps the recording's problem.
+  const auto named = RunEvo(
+      {"run", "--replay", fp8.string(), "--db", db.string(), "-t", "sdpa_fp8", "--budget", "8"},
+      dir.path());
+  INFO(named.err);
+  CHECK(named.exit_code == 0);
+  CHECK(named.out.find("run 1 of this task is finished") != std::string::npos);
+  // Another template is refused, naming both tasks.
+  const auto wrong = RunEvo(
+      {"run", "--replay", fp8.string(), "--db", db.string(), "-t", "sdpa_fp16", "--budget", "8"},
+      dir.path());
+  CHECK(wrong.exit_code == 2);
+  CHECK(wrong.err.find("is of sdpa_fp8 at") != std::string::npos);
   // A task given on the command line is still checked against the recording's.
   const auto other = RunEvo({"run", "--replay", fp8.string(), "--db", db.string(), "--template",
                              "sdpa_fp8", "--shape", "2,8,2048,128", "--problem", "Q_FP8=1"},
