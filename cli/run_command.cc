@@ -328,8 +328,28 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
       knob.default_value = value->second;
     }
     if (!count_arch->empty()) {
-      const SearchSpace space(swept, problem, ArchByName(*count_arch));
-      std::cout << space.Enumerate().size() << "\n";
+      const ArchInfo& arch = ArchByName(*count_arch);
+      const SearchSpace space(swept, problem, arch);
+      // What a sweep would compile: the configurations the constraints allow whose launches
+      // can be made on this problem (the compile gate finds the others invalid at once).
+      const std::vector<Genome> allowed = space.Enumerate();
+      size_t runnable = 0;
+      std::optional<std::string> first_refusal;
+      for (const Genome& genome : allowed) {
+        const std::optional<std::string> refusal = LaunchRefusal(swept, genome, problem, arch);
+        if (!refusal) {
+          ++runnable;
+        } else if (!first_refusal) {
+          first_refusal = refusal;
+        }
+      }
+      if (first_refusal) {
+        std::cerr << "evo: " << allowed.size() - runnable << " of the " << allowed.size()
+                  << " configurations the constraints allow cannot be launched on this problem, "
+                     "e.g. "
+                  << *first_refusal << "\n";
+      }
+      std::cout << runnable << "\n";
       return kExitOk;
     }
     if (out->empty()) throw Error("evo sweep needs --out FILE (the recording to write)");

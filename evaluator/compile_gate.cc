@@ -170,7 +170,45 @@ std::string MissingEntry(const std::string& entry) {
   return "the ptxas report has no entry function " + entry + " (is it extern \"C\" __global__?)";
 }
 
+// Why the call's launches cannot be made for this configuration, or nothing, with each
+// kernel's figures in `figures`: a tensor map the accelerator cannot take, or a launch
+// EvaluateLaunch refuses. Both are found before any compile, like a broken constraint.
+std::optional<std::string> CheckLaunches(const std::vector<const KernelSpec*>& launched,
+                                         const Bindings& bindings,
+                                         std::vector<LaunchFigures>* figures) {
+  for (const KernelSpec* kernel : launched) {
+    for (const KernelArgSpec& arg : kernel->args) {
+      if (!arg.map || !arg.PresentFor(bindings)) continue;
+      try {
+        DescribeTensorMap(arg, *kernel, bindings);
+      } catch (const Error& error) {
+        return error.what();
+      }
+    }
+  }
+  for (const KernelSpec* kernel : launched) {
+    try {
+      figures->push_back(EvaluateLaunch(*kernel, bindings));
+    } catch (const Error& error) {
+      return "the launch of " + kernel->entry +
+             " cannot be made for this configuration: " + error.what();
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::optional<std::string> LaunchRefusal(const Manifest& manifest, const Genome& genome,
+                                         const Problem& problem, const ArchInfo& arch) {
+  try {
+    const Bindings bindings = CompileBindings(manifest, genome, problem, arch);
+    std::vector<LaunchFigures> figures;
+    return CheckLaunches(LaunchedKernels(manifest, bindings), bindings, &figures);
+  } catch (const Error& error) {
+    return error.what();
+  }
+}
 
 CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genome& genome,
                               const Problem& problem, const ArchInfo& arch, Compiler& compiler,
@@ -195,31 +233,12 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
     outcome.violation = std::move(violation);
     return outcome;
   }
-  // A tensor map the accelerator cannot take for this configuration is refused before any
-  // compile, like a broken constraint.
   const std::vector<const KernelSpec*> launched = LaunchedKernels(manifest, bindings);
-  for (const KernelSpec* kernel : launched) {
-    for (const KernelArgSpec& arg : kernel->args) {
-      if (!arg.map || !arg.PresentFor(bindings)) continue;
-      try {
-        DescribeTensorMap(arg, *kernel, bindings);
-      } catch (const Error& error) {
-        outcome.status = Status::kInvalid;
-        outcome.reason = error.what();
-        return outcome;
-      }
-    }
-  }
   std::vector<LaunchFigures> launch;  // launched[i]'s; the first kernel always runs
-  for (const KernelSpec* kernel : launched) {
-    try {
-      launch.push_back(EvaluateLaunch(*kernel, bindings));
-    } catch (const Error& error) {
-      outcome.status = Status::kInvalid;
-      outcome.reason = "the launch of " + kernel->entry +
-                       " cannot be made for this configuration: " + error.what();
-      return outcome;
-    }
+  if (auto refusal = CheckLaunches(launched, bindings, &launch)) {
+    outcome.status = Status::kInvalid;
+    outcome.reason = *refusal;
+    return outcome;
   }
   outcome.threads_per_block = launch.front().threads;
   outcome.dynamic_smem = launch.front().dynamic_smem;

@@ -39,6 +39,12 @@ CompileOutcome RunCompileGate(const KernelTemplate& kernel_template, const Genom
                               const Problem& problem, const ArchInfo& arch, Compiler& compiler,
                               const CompileGateOptions& options);
 
+// Why a configuration that keeps the constraints still cannot be launched on `problem` (a tensor
+// map the accelerator cannot take, a launch past CUDA's limits, a tensor of negative extent, an
+// i32 scalar out of range), as the compile gate finds before compiling; nothing where it can.
+std::optional<std::string> LaunchRefusal(const Manifest& manifest, const Genome& genome,
+                                         const Problem& problem, const ArchInfo& arch);
+
 // The reference kernel of the template on `problem`, through the same checks as a candidate
 // (its launch's expressions, the compile, the entry function, the arch's limits; spills are
 // allowed). The GPU gates need it to compile: `evo compile` checks it, so that a broken reference

@@ -64,6 +64,20 @@ TEST_CASE("evo sweep --count counts a subspace fixed by --fix without a GPU", "[
   const auto no_out = RunEvo({"sweep", "--template", "sdpa_fp16"}, dir.path());
   CHECK(no_out.exit_code != 0);
   CHECK(no_out.err.find("needs --out") != std::string::npos);
+
+  // What a sweep would compile: a problem whose S_q no i32 argument holds leaves none, and says
+  // why on stderr.
+  const auto unlaunchable =
+      RunEvo({"sweep", "--template", "sdpa_fp16", "--shape", "2,8,3000000000,64", "--count",
+              "sm_90", "--fix", "SPLITS=1", "--fix", "PACK_GQA=0", "--fix", "LAST_CTA_COMBINES=0"},
+             dir.path());
+  INFO(unlaunchable.err);
+  CHECK(unlaunchable.exit_code == 0);
+  CHECK(unlaunchable.out == "0\n");
+  CHECK(unlaunchable.err.find(" configurations the constraints allow cannot be launched on this "
+                              "problem, e.g. the launch of sdpa_fp16_fwd cannot be made for this "
+                              "configuration: ") != std::string::npos);
+  CHECK(unlaunchable.err.find("does not fit an i32") != std::string::npos);
 }
 
 TEST_CASE("evo compile prints resources, then serves the same configuration from the cache",
