@@ -176,6 +176,22 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
       if (run) {
         CheckResumable(*run, identity, options->force);
         CheckStoredKnobs(store.Candidates(run->id), manifest, run->id);
+        // A resumed run proposes what the uninterrupted one would: the settings it was stored
+        // with stay, and the set's new ones apply to its new runs only. Said, not silent.
+        std::string kept;
+        const auto keep = [&](const char* option, uint64_t given, uint64_t stored) {
+          if (app.count(option) == 0 || given == stored) return;
+          kept += fmt::format("{}{} {}", kept.empty() ? "" : ", ", option, stored);
+        };
+        keep("--seed", options->search.seed, run->spec.seed);
+        keep("--elite", static_cast<uint64_t>(options->search.elite),
+             static_cast<uint64_t>(run->spec.elite_size));
+        keep("--generation-size", static_cast<uint64_t>(options->search.generation_size),
+             static_cast<uint64_t>(run->spec.generation_size));
+        if (!kept.empty()) {
+          std::cerr << "evo: run " << run->id << " (" << task.label << ") keeps " << kept
+                    << ", as it was stored; the options given apply to new runs\n";
+        }
         if (budget_given && options->search.budget > run->spec.budget) {
           store.SetRunBudget(run->id, options->search.budget);
         }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -88,6 +89,24 @@ TEST_CASE("evo tune searches a set of shapes into one database, each run seeded 
   PopulationStore store(dir.path() / "tune.db", PopulationStore::Access::kReadOnly);
   REQUIRE(store.Runs().size() == 4);
   for (const RunRecord& run : store.Runs()) CHECK(run.finished_candidates == 28);
+
+  // A resumed run keeps its seed, elite and generation size, and says so; a new run takes them.
+  std::vector<std::string> changed = TuneArgs(dir.path(), more, 36);
+  changed.insert(changed.end(), {"--generation-size", "8"});
+  changed[std::find(changed.begin(), changed.end(), "--seed") - changed.begin() + 1] = "6";
+  const auto kept = RunEvo(changed, dir.path());
+  INFO(kept.err);
+  CHECK(kept.exit_code == 0);
+  CHECK(kept.err.find("evo: run 1 (sdpa_fp16 2,8,512,64) keeps --seed 5, --generation-size 16, as "
+                      "it was stored; the options given apply to new runs") != std::string::npos);
+  {
+    PopulationStore after(dir.path() / "tune.db", PopulationStore::Access::kReadOnly);
+    for (const RunRecord& run : after.Runs()) {
+      CHECK(run.spec.seed == 5);
+      CHECK(run.spec.generation_size == 16);
+      CHECK(run.finished_candidates == 36);
+    }
+  }
 
   // A shape without a recording is refused before anything is touched.
   std::vector<std::string> missing = TuneArgs(dir.path(), {"2,8,4096,64"}, 20);
