@@ -71,9 +71,6 @@ bool NeedsDevice(const Expression& expression, const Bindings& bindings) {
 // would fail only on a GPU, or, exported, in a user's program.
 LaunchFigures EvaluateLaunch(const KernelSpec& kernel, const Bindings& bindings) {
   static constexpr std::array<const char*, 3> kAxis = {"x", "y", "z"};
-  static constexpr std::array<int64_t, 3> kMaxBlock = {1024, 1024, 64};
-  static constexpr std::array<int64_t, 3> kMaxGrid = {std::numeric_limits<int32_t>::max(), 65535,
-                                                      65535};
   auto check = [](const char* what, int axis, const Expression& dim, int64_t value, int64_t limit) {
     if (value >= 1 && value <= limit) return;
     throw Error(std::string(what) + "." + kAxis[axis] + " " + dim.text() + " is " +
@@ -85,7 +82,7 @@ LaunchFigures EvaluateLaunch(const KernelSpec& kernel, const Bindings& bindings)
     // Over 1024 in x or y is too many threads, which the resource check names with the arch's
     // limit; z has a limit of its own.
     check("block", axis, kernel.block[axis], extent,
-          axis < 2 ? std::max(extent, kMaxBlock[axis]) : kMaxBlock[axis]);
+          axis < 2 ? std::max(extent, kMaxBlockDim[axis]) : kMaxBlockDim[axis]);
     figures.threads *= extent;
   }
   figures.dynamic_smem = kernel.dynamic_smem.Evaluate(bindings);
@@ -96,7 +93,7 @@ LaunchFigures EvaluateLaunch(const KernelSpec& kernel, const Bindings& bindings)
   for (int axis = 0; axis < 3; ++axis) {
     const Expression& dim = kernel.grid[axis];
     if (NeedsDevice(dim, bindings)) continue;  // checked at launch, where the device is known
-    check("grid", axis, dim, dim.Evaluate(bindings), kMaxGrid[axis]);
+    check("grid", axis, dim, dim.Evaluate(bindings), kMaxGridDim[axis]);
   }
   for (const KernelArgSpec& arg : kernel.args) {
     if (!arg.PresentFor(bindings)) continue;

@@ -248,11 +248,9 @@ LaunchShape ResolveLaunch(const KernelSpec& spec, Bindings bindings, CUfunction 
     }
     return static_cast<unsigned>(value);
   };
-  constexpr int64_t kMaxBlock[3] = {1024, 1024, 64};
-  constexpr int64_t kMaxGrid[3] = {std::numeric_limits<int32_t>::max(), 65535, 65535};
   LaunchShape shape;
   for (int d = 0; d < 3; ++d) {
-    shape.block[d] = narrow(spec.block[d].Evaluate(bindings), "block", d, kMaxBlock[d]);
+    shape.block[d] = narrow(spec.block[d].Evaluate(bindings), "block", d, kMaxBlockDim[d]);
   }
   const int64_t smem = spec.dynamic_smem.Evaluate(bindings);
   if (smem < 0) throw Error("negative dynamic shared memory");
@@ -262,7 +260,7 @@ LaunchShape ResolveLaunch(const KernelSpec& spec, Bindings bindings, CUfunction 
   bindings["CTAS_PER_SM"] = MaxActiveBlocksPerSm(
       function, shape.block[0] * shape.block[1] * shape.block[2], shape.dynamic_smem);
   for (int d = 0; d < 3; ++d) {
-    shape.grid[d] = narrow(spec.grid[d].Evaluate(bindings), "grid", d, kMaxGrid[d]);
+    shape.grid[d] = narrow(spec.grid[d].Evaluate(bindings), "grid", d, kMaxGridDim[d]);
   }
   return shape;
 }

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -94,6 +95,11 @@ class KernelArguments {
 // Encodes `map` for the tensor at `address` (cuTensorMapEncodeTiled). Throws CudaError when the
 // driver refuses it.
 void EncodeTensorMap(const TensorMapDescription& map, CUdeviceptr address, CUtensorMap* out);
+
+// CUDA's limits on a launch, per axis x, y, z: the compile gate checks a configuration's launch
+// against them before compiling, and ResolveLaunch again with the device's figures bound.
+inline constexpr std::array<int64_t, 3> kMaxBlockDim = {1024, 1024, 64};
+inline constexpr std::array<int64_t, 3> kMaxGridDim = {2147483647, 65535, 65535};
 
 // Grid, block and dynamic shared memory of `spec` for these bindings; NUM_SMS and CTAS_PER_SM
 // are bound here from the device and the compiled function's occupancy.
