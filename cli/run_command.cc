@@ -126,8 +126,14 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
         if (candidate.spec.template_name != manifest.name || candidate.spec.problem != problem) {
           continue;
         }
-        const bool extendable = candidate.state == RunState::kFinished && budget_given &&
-                                options->search.budget > candidate.spec.budget;
+        // A larger budget extends a finished run; so does another --patience one that its
+        // patience stopped short of its budget.
+        const bool extendable =
+            candidate.state == RunState::kFinished &&
+            ((budget_given && options->search.budget > candidate.spec.budget) ||
+             (app.count("--patience") > 0 && options->search.patience != candidate.spec.patience &&
+              candidate.stop_reason == ToString(StopReason::kPatience) &&
+              candidate.finished_candidates < candidate.spec.budget));
         if (candidate.state != RunState::kFinished || extendable) run = candidate;
       }
       if (!run) {
@@ -141,8 +147,16 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
         }
         if (run) {
           std::cout << "run " << run->id << " of this task is finished (" << run->stop_reason
-                    << ", " << run->finished_candidates << " candidates); pass a --budget over "
-                    << run->spec.budget << " to extend it or --new for another run\n";
+                    << ", " << run->finished_candidates << " candidates); ";
+          if (run->stop_reason == ToString(StopReason::kPatience)) {
+            std::cout << "its --patience of " << run->spec.patience
+                      << " stopped it: pass --patience 0 (none) or a larger one to search on, "
+                         "with a --budget over "
+                      << run->spec.budget << " to extend it, or --new for another run\n";
+          } else {
+            std::cout << "pass a --budget over " << run->spec.budget
+                      << " to extend it or --new for another run\n";
+          }
           std::cout << EliteToText(*run, store.Elite(run->id));
           return kExitOk;
         }
@@ -153,6 +167,13 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
         MakeEvaluator(global, options->task, kernel_template, run ? run->spec.problem : problem);
     const EvaluatorIdentity& identity = setup->evaluator->identity();
     if (!identity.notice.empty()) std::cerr << "evo: " << identity.notice << "\n";
+
+    // A replay searches what its recording measured (each knob's domain cut to the values it
+    // holds).
+    Manifest searched = setup->replay ? setup->replay->RecordedSpace(manifest) : manifest;
+    // Generation 0 is stored whole before anything is evaluated, so this decides only when a run
+    // starts; a resume neither needs the flag nor is changed by it.
+    if (options->no_starting_points) searched.starting_points.clear();
 
     if (run) {
       CheckResumable(*run, identity, options->force);
@@ -173,6 +194,12 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
                     "; drop --generation-size to resume it, or pass --new for a run with "
                     "generations of " +
                     std::to_string(options->search.generation_size));
+      }
+      if (budget_given || app.count("--patience") > 0) {
+        const std::string spent = PatienceSpentText(
+            *run, store.Candidates(run->id), SearchSpace(searched, run->spec.problem, setup->arch),
+            app.count("--patience") > 0 ? options->search.patience : run->spec.patience);
+        if (!spent.empty()) throw Error(spent);
       }
       if (budget_given) {
         if (options->search.budget < run->spec.budget) {
@@ -203,12 +230,6 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     }
     std::cerr << "\n";
 
-    // A replay searches what its recording measured (each knob's domain cut to the values it
-    // holds).
-    Manifest searched = setup->replay ? setup->replay->RecordedSpace(manifest) : manifest;
-    // Generation 0 is stored whole before anything is evaluated, so this decides only when a run
-    // starts; a resume neither needs the flag nor is changed by it.
-    if (options->no_starting_points) searched.starting_points.clear();
     const SearchSpace space(searched, run->spec.problem, setup->arch);
     Search search(store, run->id, space, *setup->evaluator, search_options);
     const bool live = isatty(STDERR_FILENO) != 0;

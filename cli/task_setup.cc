@@ -241,4 +241,16 @@ void CheckResumable(const RunRecord& run, const EvaluatorIdentity& identity, boo
   }
 }
 
+std::string PatienceSpentText(const RunRecord& run, const std::vector<CandidateRecord>& candidates,
+                              const SearchSpace& space, int patience) {
+  if (patience <= 0) return "";
+  const int stale = GenerationsWithoutImprovement(candidates, &space);
+  if (stale < patience) return "";
+  return fmt::format(
+      "run {} has gone {} generations without improvement, which its --patience of {} does not "
+      "allow: resumed, it would stop before evaluating anything. Pass --patience 0 (no patience) "
+      "or a --patience over {} to search on",
+      run.id, stale, patience, stale);
+}
+
 }  // namespace evo::cli

@@ -124,4 +124,12 @@ class StopOnSignals {
 // unless `force`.
 void CheckResumable(const RunRecord& run, const EvaluatorIdentity& identity, bool force);
 
+// What a resume of `run` with a patience of `patience` generations (0: none) would meet first:
+// the patience already spent by its stored candidates, so that the search stops before it
+// evaluates anything. Empty when the resume can search on; else a sentence naming how many
+// generations passed without improvement and what lets it go on. Said before a raised budget
+// is stored, since that budget would buy nothing.
+std::string PatienceSpentText(const RunRecord& run, const std::vector<CandidateRecord>& candidates,
+                              const SearchSpace& space, int patience);
+
 }  // namespace evo::cli

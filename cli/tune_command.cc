@@ -57,7 +57,8 @@ struct TaskRun {
   bool done = false;             // finished, and the budget does not extend it
 };
 
-TaskRun FindTaskRun(PopulationStore& store, const TuneTask& task, int64_t budget) {
+TaskRun FindTaskRun(PopulationStore& store, const TuneTask& task, int64_t budget,
+                    std::optional<int> patience = std::nullopt) {
   TaskRun found;
   for (const RunRecord& run : store.Runs()) {
     if (run.spec.template_name == task.kernel_template->manifest.name &&
@@ -66,7 +67,12 @@ TaskRun FindTaskRun(PopulationStore& store, const TuneTask& task, int64_t budget
     }
   }
   if (found.run) {
-    found.done = found.run->state == RunState::kFinished && budget <= found.run->spec.budget;
+    // Another --patience reopens a run that its patience stopped short of its budget.
+    const bool stopped_short = patience && *patience != found.run->spec.patience &&
+                               found.run->stop_reason == ToString(StopReason::kPatience) &&
+                               found.run->finished_candidates < found.run->spec.budget;
+    found.done = found.run->state == RunState::kFinished && budget <= found.run->spec.budget &&
+                 !stopped_short;
   }
   return found;
 }
@@ -138,7 +144,10 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
     std::vector<TaskRun> task_runs;
     int64_t set_budget = 0;
     for (const TuneTask& task : plan.tasks) {
-      task_runs.push_back(FindTaskRun(store, task, budget_given ? options->search.budget : 0));
+      task_runs.push_back(FindTaskRun(store, task, budget_given ? options->search.budget : 0,
+                                      app.count("--patience") > 0
+                                          ? std::optional<int>(options->search.patience)
+                                          : std::nullopt));
       const TaskRun& found = task_runs.back();
       set_budget += found.run ? std::max(found.run->spec.budget,
                                          budget_given ? options->search.budget : int64_t{0})
@@ -192,9 +201,20 @@ std::function<int()> TuneCommand(const GlobalOptions& global, CLI::App& app,
           std::cerr << "evo: run " << run->id << " (" << task.label << ") keeps " << kept
                     << ", as it was stored; the options given apply to new runs\n";
         }
-        if (budget_given && options->search.budget > run->spec.budget) {
+        // Its patience, unlike the settings above, decides only when it stops: a new one
+        // applies, as in `evo run`. A budget that a spent patience would not let it use is not
+        // stored.
+        const int patience =
+            app.count("--patience") > 0 ? options->search.patience : run->spec.patience;
+        const std::string spent =
+            PatienceSpentText(*run, store.Candidates(run->id),
+                              SearchSpace(searched, run->spec.problem, setup->arch), patience);
+        if (!spent.empty()) {
+          std::cerr << "evo: " << task.label << ": " << spent << "\n";
+        } else if (budget_given && options->search.budget > run->spec.budget) {
           store.SetRunBudget(run->id, options->search.budget);
         }
+        if (patience != run->spec.patience) store.SetRunPatience(run->id, patience);
         run = store.FindRun(run->id);
       } else {
         // Earlier tasks' elites open this run's first generation, nearest shapes first, before

@@ -1,7 +1,10 @@
 #include "cli/tune_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -124,9 +127,22 @@ std::vector<TuneShape> ReadShapesFile(const std::filesystem::path& path) {
   int number = 0;
   while (std::getline(in, line)) {
     ++number;
+    // A byte that is not text would end up inside the message that quotes the line (a NUL
+    // cuts it off there), so it is named here instead.
+    const auto control = std::find_if(line.begin(), line.end(), [](char c) {
+      const auto byte = static_cast<unsigned char>(c);
+      return (byte < 0x20 && !std::isspace(byte)) || byte == 0x7f;
+    });
+    if (control != line.end()) {
+      throw Error(fmt::format("{}:{}: column {} holds the byte 0x{:02x}, which is not text",
+                              path.string(), number, control - line.begin() + 1,
+                              static_cast<unsigned char>(*control)));
+    }
     line = line.substr(0, line.find('#'));
-    line.erase(std::remove_if(line.begin(), line.end(), [](char c) { return std::isspace(c); }),
-               line.end());
+    line.erase(
+        std::remove_if(line.begin(), line.end(),
+                       [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }),
+        line.end());
     if (line.empty()) continue;
     try {
       shapes.push_back(ParseTuneShape(line));

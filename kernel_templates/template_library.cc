@@ -261,6 +261,12 @@ void TemplateLibrary::Add(KernelTemplate kernel_template, bool replace_embedded)
     templates_.push_back(std::move(kernel_template));
     return;
   }
+  if (same_name->origin != "embedded" && kernel_template.origin != "embedded") {
+    // One folder reached twice (named twice, in two spellings, or once more through its
+    // parent) is one template, not two definitions of it.
+    std::error_code error;
+    if (std::filesystem::equivalent(same_name->origin, kernel_template.origin, error)) return;
+  }
   if (!replace_embedded || same_name->origin != "embedded") {
     throw Error("template " + kernel_template.manifest.name + " is defined twice: in " +
                 same_name->origin + " and in " + kernel_template.origin);

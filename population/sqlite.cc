@@ -66,9 +66,22 @@ Database& Database::operator=(Database&& other) noexcept {
 
 Database::~Database() { sqlite3_close_v2(db_); }
 
+namespace {
+
+// SQLite's "database is locked" names no cause: after the busy timeout, another connection
+// still held a lock it needed. Said here, with how to find that connection.
+std::string BusyCause(sqlite3* db, const std::filesystem::path& path) {
+  if ((sqlite3_errcode(db) & 0xff) != SQLITE_BUSY) return "";
+  return " (another process held a lock on it for longer than evo waits: a write transaction "
+         "of another evo command, or a sqlite3 shell with a transaction open; `evo doctor --db " +
+         path.string() + "` names an evo run that holds it)";
+}
+
+}  // namespace
+
 void Database::Fail(std::string_view what) const {
   throw Error("database '" + path_.string() + "': " + std::string(what) + ": " +
-              sqlite3_errmsg(db_));
+              sqlite3_errmsg(db_) + BusyCause(db_, path_));
 }
 
 void Database::Execute(std::string_view sql) {
@@ -77,7 +90,7 @@ void Database::Execute(std::string_view sql) {
   if (sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
     const std::string why = message ? message : sqlite3_errmsg(db_);
     sqlite3_free(message);
-    throw Error("database '" + path_.string() + "': " + why);
+    throw Error("database '" + path_.string() + "': " + why + BusyCause(db_, path_));
   }
 }
 

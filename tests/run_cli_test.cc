@@ -168,6 +168,60 @@ TEST_CASE("evo run resumes the task's run, extends it with a larger budget, refu
   CHECK(fresh.err.find("run 2 stopped") != std::string::npos);
 }
 
+TEST_CASE(
+    "evo run: a run its patience stopped says so; a larger budget alone is refused, a new "
+    "--patience goes on",
+    "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  auto args = ReplayRun(db, 1000, 8);
+  args.insert(args.end(), {"--patience", "2"});
+  const auto stopped = RunEvo(args, dir.path());
+  INFO(stopped.err);
+  REQUIRE(stopped.exit_code == 0);
+  REQUIRE(stopped.err.find("stopped: patience out") != std::string::npos);
+  const auto stored = [&] {
+    PopulationStore store(db, PopulationStore::Access::kReadOnly);
+    return *store.FindRun(1);
+  };
+  const int64_t evaluated = stored().finished_candidates;
+  REQUIRE(evaluated < 1000);
+
+  const auto again = RunEvo(args, dir.path());
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("run 1 of this task is finished (patience out, " +
+                       std::to_string(evaluated) +
+                       " candidates); its --patience of 2 stopped it: pass --patience 0") !=
+        std::string::npos);
+
+  // A larger budget alone would buy nothing: refused, and not stored.
+  const auto raised = RunEvo(ReplayRun(db, 1200, 8), dir.path());
+  INFO(raised.err);
+  CHECK(raised.exit_code == 2);
+  CHECK(raised.err.find("run 1 has gone 2 generations without improvement, which its --patience "
+                        "of 2 does not allow") != std::string::npos);
+  CHECK(raised.err.find("Pass --patience 0 (no patience) or a --patience over 2") !=
+        std::string::npos);
+  CHECK(stored().spec.budget == 1000);
+  CHECK(stored().finished_candidates == evaluated);
+  auto same = ReplayRun(db, 1200, 8);
+  same.insert(same.end(), {"--patience", "1"});
+  CHECK(RunEvo(same, dir.path()).exit_code == 2);
+  CHECK(stored().spec.budget == 1000);
+  CHECK(stored().spec.patience == 2);
+
+  // A patience over the generations already gone reopens it, within its own budget.
+  auto longer = ReplayRun(db, 1000, 8);
+  longer.insert(longer.end(), {"--patience", "3"});
+  const auto resumed = RunEvo(longer, dir.path());
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.err.find("resuming run 1: " + std::to_string(evaluated) + " of 1000 evaluated") !=
+        std::string::npos);
+  CHECK(stored().spec.patience == 3);
+  CHECK(stored().finished_candidates > evaluated);
+}
+
 TEST_CASE("evo run refuses to resume a run measured on another GPU unless forced", "[cli][run]") {
   test::TempDir dir;
   const auto db = dir.path() / "evo.db";

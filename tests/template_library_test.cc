@@ -52,6 +52,20 @@ TEST_CASE("user template folders are loaded, one template or a collection", "[te
     CHECK_THROWS_WITH(TemplateLibrary::Load({dir.path()}),
                       Catch::Contains("template tiny_a is defined twice"));
   }
+  SECTION(
+      "one folder reached twice is loaded once: named twice, spelled otherwise, or through "
+      "its parent") {
+    for (const std::vector<std::filesystem::path>& folders :
+         {std::vector<std::filesystem::path>{dir.path() / "a", dir.path() / "a"},
+          {dir.path() / "a", dir.path() / "." / "a" / ""},
+          {dir.path(), dir.path() / "a"}}) {
+      const TemplateLibrary twice = TemplateLibrary::Load(folders);
+      CHECK(twice.Find("tiny_a").manifest.knobs.size() == 1);
+      CHECK(std::count_if(twice.templates().begin(), twice.templates().end(),
+                          [](const KernelTemplate& t) { return t.manifest.name == "tiny_a"; }) ==
+            1);
+    }
+  }
   SECTION("a user's template replaces the embedded one of its name") {
     test::TempDir other;
     test::WriteTinyTemplate(other.path(), "sdpa_fp16", kTinySource);

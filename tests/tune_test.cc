@@ -161,6 +161,42 @@ TEST_CASE("evo tune continues runs stopped by their time limit", "[cli][tune]") 
   }
 }
 
+TEST_CASE(
+    "evo tune: a run its patience stopped keeps its budget and says why; another --patience goes "
+    "on",
+    "[cli][tune]") {
+  test::TempDir dir;
+  auto args = TuneArgs(dir.path(), {"2,8,512,64"}, 1000);
+  args.insert(args.end(), {"--patience", "2"});
+  const auto stopped = RunEvo(args, dir.path());
+  INFO(stopped.err);
+  REQUIRE(stopped.exit_code == 0);
+  REQUIRE(stopped.out.find("(patience out)") != std::string::npos);
+  const auto stored = [&] {
+    PopulationStore store(dir.path() / "tune.db", PopulationStore::Access::kReadOnly);
+    return store.Runs().at(0);
+  };
+  const int64_t evaluated = stored().finished_candidates;
+  REQUIRE(evaluated < 1000);
+
+  const auto raised = RunEvo(TuneArgs(dir.path(), {"2,8,512,64"}, 1200), dir.path());
+  INFO(raised.err);
+  CHECK(raised.exit_code == 0);
+  CHECK(raised.err.find("2,8,512,64: run 1 has gone 2 generations without improvement, which its "
+                        "--patience of 2 does not allow") != std::string::npos);
+  CHECK(stored().spec.budget == 1000);
+  CHECK(stored().finished_candidates == evaluated);
+
+  auto longer = TuneArgs(dir.path(), {"2,8,512,64"}, 1000);
+  longer.insert(longer.end(), {"--patience", "3"});
+  const auto resumed = RunEvo(longer, dir.path());
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.out.find("(tuned before)") == std::string::npos);
+  CHECK(stored().spec.patience == 3);
+  CHECK(stored().finished_candidates > evaluated);
+}
+
 TEST_CASE("evo tune --list expands shapes, files and grids per template; bad ones are named",
           "[cli][tune]") {
   test::TempDir dir;
@@ -196,6 +232,13 @@ TEST_CASE("evo tune --list expands shapes, files and grids per template; bad one
   const auto file = RunEvo({"tune", "--list", "--shapes", "shapes.txt"}, dir.path());
   CHECK(file.exit_code == 2);
   CHECK(file.err.find("shapes.txt:5: malformed shape '4,x,1,2'") != std::string::npos);
+  // A byte that is not text is named, not quoted (a NUL cut the message off at it).
+  test::WriteFile(dir.path() / "shapes.txt",
+                  std::string("1,16,1,4096,128\n2,8,10") + '\0' + "24,64\n");
+  const auto nul = RunEvo({"tune", "--list", "--shapes", "shapes.txt"}, dir.path());
+  CHECK(nul.exit_code == 2);
+  CHECK(nul.err.find("shapes.txt:2: column 7 holds the byte 0x00, which is not text") !=
+        std::string::npos);
   test::WriteFile(dir.path() / "shapes.txt", "1,16,1,4096,128\n2,8,1024,1024,64,causal\n");
   const auto listed = RunEvo({"tune", "--list", "--shapes", "shapes.txt"}, dir.path());
   CHECK(listed.out == "[1/2] sdpa_fp16 1,16,1,4096,128\n[2/2] sdpa_fp16 2,8,1024,64 causal\n");
