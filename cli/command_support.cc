@@ -100,6 +100,24 @@ void RefuseToOverwrite(const fs::path& out, const std::string& option, const fs:
   }
 }
 
+void RefuseToOverwriteButACubin(const fs::path& out, const std::string& option) {
+  std::error_code error;
+  const fs::file_status status = fs::status(out, error);
+  if (status.type() == fs::file_type::not_found) return;
+  if (!fs::is_regular_file(status)) throw Error(option + " " + out.string() + " is not a file");
+  std::ifstream in(out, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, sizeof(magic));
+  if (in.gcount() != sizeof(magic) || std::memcmp(magic,
+                                                  "\x7f"
+                                                  "ELF",
+                                                  4) != 0) {
+    throw Error(option + " " + out.string() +
+                " exists and is not a cubin; evo writes a cubin only over an earlier one: name "
+                "another file");
+  }
+}
+
 TemplateLibrary LoadLibrary(const GlobalOptions& global) {
   std::vector<std::filesystem::path> folders(global.template_folders.begin(),
                                              global.template_folders.end());

@@ -49,6 +49,10 @@ void RefuseToOverwrite(const std::filesystem::path& out, const std::string& opti
                        const std::filesystem::path& db,
                        const std::vector<std::filesystem::path>& inputs = {});
 
+// Throws evo::Error unless `out` is absent or a cubin (an ELF file) an earlier command wrote:
+// a binary written over a database, a template's source or a recording would destroy it.
+void RefuseToOverwriteButACubin(const std::filesystem::path& out, const std::string& option);
+
 // The template version a run searched, from the templates evo has now; throws evo::Error when
 // evo has another version (its cubins would not be the ones measured).
 const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpec& spec);

@@ -162,6 +162,7 @@ std::function<int()> SetupCompile(CLI::App& app, const GlobalOptions& global) {
   app.add_option("--cubin", options->cubin_path,
                  "also write the cubin to this file (for cuobjdump / nvdisasm)");
   return [&global, options] {
+    if (!options->cubin_path.empty()) RefuseToOverwriteButACubin(options->cubin_path, "--cubin");
     CompileSession session(global, *options);
     const CompileOutcome outcome = session.RunGate(options->allow_spills);
     // The GPU gates need the reference as much as the candidate: a template whose reference

@@ -234,6 +234,9 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
   auto package = std::make_shared<PackageExportOptions>();
   app.add_option("id", options->candidate, "candidate id (with --out)")->transform(DecimalId());
   app.add_option("--out", *out, "folder to write the candidate's cubin, source and launch.json");
+  auto force = std::make_shared<bool>(false);
+  app.add_flag("--force", *force,
+               "with --out, export a candidate that did not pass the gates (to look into it)");
   app.add_option("--python", package->python_dir,
                  "folder to write a Python package into: the tuned runs' best kernels, their "
                  "dispatch table and attention(q, k, v) over PyTorch tensors");
@@ -247,7 +250,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
   app.add_option("--name", package->name, "the Python package's name")->capture_default_str();
   app.add_option("--db", options->db, "the population database")->capture_default_str();
   app.add_option("--cache-dir", *cache_dir, "compile cache folder")->capture_default_str();
-  return [&global, options, out, cache_dir, package] {
+  return [&global, options, out, cache_dir, package, force] {
     const bool packages = !package->python_dir.empty() || !package->cpp_dir.empty();
     if (packages) {
       if (options->candidate != 0 || !out->empty()) {
@@ -267,6 +270,20 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
     PopulationStore store = OpenForReading(options->db);
     const CandidateRecord c = SelectCandidate(store, options->candidate);
     const RunRecord run = SelectRun(store, c.run_id);
+    // A kernel taken into a program is trusted to be right: one the gates did not pass (or
+    // never saw) is exported only when asked for by name.
+    const bool pending = c.state == CandidateState::kPending;
+    const bool passed =
+        !pending && (c.outcome.status == Status::kMeasured || c.outcome.status == Status::kSlow);
+    if (!passed && !*force) {
+      throw Error("candidate " + std::to_string(c.id) +
+                  (pending
+                       ? " was never evaluated (pending: its run stopped while it was in flight; "
+                         "resuming the run evaluates it)"
+                       : " did not pass the gates (" + std::string(ToString(c.outcome.status)) +
+                             (c.outcome.reason.empty() ? "" : ": " + c.outcome.reason) + ")") +
+                  "; pass --force to export it anyway");
+    }
     const TemplateLibrary library = LoadLibrary(global);
     const KernelTemplate& kernel_template = TemplateOfRun(library, run.spec);
     const Manifest& manifest = kernel_template.manifest;
@@ -350,7 +367,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
                    {"kernels", kernels},
                    {"scratch", scratch},
                    {"call", call},
-                   {"status", ToString(c.outcome.status)}};
+                   {"status", pending ? "pending" : ToString(c.outcome.status)}};
     if (main.contains("grid_bindings")) launch["grid_bindings"] = main["grid_bindings"];
     if (c.confirmation) launch["confirmed_median_us"] = c.confirmation->median_us;
     WriteFileAtomically(folder / "launch.json", launch.dump(2) + "\n");

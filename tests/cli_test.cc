@@ -116,6 +116,27 @@ TEST_CASE("evo compile prints resources, then serves the same configuration from
   CHECK(text.out.find("B=4 H=16 ") != std::string::npos);
   CHECK(text.out.find("S_q=1000 S_kv=1000 D=128 CAUSAL=1") != std::string::npos);
   CHECK(text.out.find("registers") != std::string::npos);
+
+  // --cubin writes a cubin, again over its own, but over no other file.
+  std::vector<std::string> cubin = args;
+  cubin.insert(cubin.end(), {"--cubin", "k.cubin"});
+  REQUIRE(RunEvo(cubin, dir.path()).exit_code == 0);
+  CHECK(ReadFile(dir.path() / "k.cubin").substr(0, 4) ==
+        "\x7f"
+        "ELF");
+  CHECK(RunEvo(cubin, dir.path()).exit_code == 0);
+  for (const std::string text_file : {"notes.txt", "evo.db"}) {
+    const std::string content =
+        text_file == "evo.db" ? std::string("SQLite format 3") + '\0' + "pages" : "mine\n";
+    test::WriteFile(dir.path() / text_file, content);
+    cubin.back() = text_file;
+    const auto refused = RunEvo(cubin, dir.path());
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find("--cubin " + text_file +
+                           " exists and is not a cubin; evo writes a cubin only over an earlier "
+                           "one") != std::string::npos);
+    CHECK(ReadFile(dir.path() / text_file) == content);
+  }
 }
 
 TEST_CASE("evo compile reports a violated constraint with exit code 1", "[cli]") {

@@ -86,6 +86,35 @@ TEST_CASE("evo export --python and --cpp write the tuned runs as packages that w
     CHECK(built.exit_code == 0);
     CHECK(std::filesystem::exists(dir.path() / "cpp" / "build" / "libevo_attention.a"));
     CHECK(std::filesystem::exists(dir.path() / "cpp" / "build" / "evo_attention_example"));
+    // A Shape whose H_kv is left unset has a KV head per query head (as Python's pick() does),
+    // not one KV head for all of them.
+    test::WriteFile(dir.path() / "kv_heads.cc", R"(#include <cstdio>
+#include "evo_attention.h"
+int main() {
+  evo_attention::Shape unset;
+  unset.B = 2; unset.H = 8; unset.S_q = 512; unset.S_kv = 512; unset.D = 64;
+  evo_attention::Shape heads = unset, one = unset;
+  heads.H_kv = 8;
+  one.H_kv = 1;
+  const std::string a = evo_attention::DescribeCall(unset, 90, 132, 1);
+  const std::string b = evo_attention::DescribeCall(heads, 90, 132, 1);
+  const std::string c = evo_attention::DescribeCall(one, 90, 132, 1);
+  std::printf("%s %s\n%s\n", a == b ? "as-H" : "not-as-H", a == c ? "as-one" : "not-as-one",
+              a.c_str());
+}
+)");
+    const auto compiled = test::RunProgram(
+        "g++",
+        {"-std=c++20", "-I", source + "/include", "-I", "/usr/local/cuda/include", "-o",
+         (dir.path() / "kv_heads").string(), (dir.path() / "kv_heads.cc").string(),
+         build + "/libevo_attention.a", "-ldl"},
+        dir.path());
+    INFO(compiled.out << compiled.err);
+    REQUIRE(compiled.exit_code == 0);
+    const auto kv_heads = test::RunProgram((dir.path() / "kv_heads").string(), {}, dir.path());
+    INFO(kv_heads.out << kv_heads.err);
+    CHECK(kv_heads.out.find("as-H not-as-one\n") == 0);
+    CHECK(kv_heads.out.find("H_kv=8") != std::string::npos);
   } else {
     WARN("skipped building the C++ export: no cmake or g++");
   }

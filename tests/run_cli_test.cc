@@ -1154,6 +1154,31 @@ TEST_CASE("evo export writes a cubin, its source and a launch description", "[cl
   INFO(recompiled.log);
   CHECK(recompiled.ok);
   CHECK(FindKernel(recompiled.kernels, "sdpa_fp16_fwd") != nullptr);
+
+  // A kernel the gates did not pass, or never saw, is exported only when asked for by name.
+  for (const std::optional<Status> status :
+       {std::optional<Status>(Status::kIncorrect), std::optional<Status>(std::nullopt)}) {
+    const auto other = dir.path() / (status ? "incorrect.db" : "pending.db");
+    const int64_t id = test::StoreOneCandidate(other, sdpa, DefaultProblem(sdpa.manifest),
+                                               "BLOCK_M=128 NUM_WARPS=8", status);
+    const std::vector<std::string> args = {
+        "export", std::to_string(id), "--out",       (dir.path() / "failed").string(),
+        "--db",   other.string(),     "--cache-dir", (dir.path() / "cache").string()};
+    const auto refused = RunEvo(args, dir.path());
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find(status ? "did not pass the gates (incorrect: stored so by the test); "
+                                    "pass --force to export it anyway"
+                                  : "was never evaluated (pending") != std::string::npos);
+    CHECK(!std::filesystem::exists(dir.path() / "failed"));
+    std::vector<std::string> forced = args;
+    forced.push_back("--force");
+    const auto exported_anyway = RunEvo(forced, dir.path());
+    INFO(exported_anyway.err);
+    REQUIRE(exported_anyway.exit_code == 0);
+    CHECK(nlohmann::json::parse(*TryReadFile(dir.path() / "failed" / "launch.json"))["status"] ==
+          (status ? "incorrect" : "pending"));
+    std::filesystem::remove_all(dir.path() / "failed");
+  }
 }
 
 TEST_CASE("evo export of an sdpa_fp8 candidate with an e4m3 Q lists the arguments it takes",

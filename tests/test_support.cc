@@ -61,7 +61,8 @@ std::filesystem::path SourceDir() {
 }
 
 int64_t StoreOneCandidate(const std::filesystem::path& db, const KernelTemplate& kernel_template,
-                          const Problem& problem, const std::string& settings) {
+                          const Problem& problem, const std::string& settings,
+                          std::optional<Status> status) {
   PopulationStore store(db, PopulationStore::Access::kReadWrite);
   RunSpec spec;
   spec.template_name = kernel_template.manifest.name;
@@ -75,7 +76,14 @@ int64_t StoreOneCandidate(const std::filesystem::path& db, const KernelTemplate&
   Proposal proposal;
   proposal.genome = GenomeFromSettings(kernel_template.manifest, settings);
   proposal.operator_name = "default";
-  return store.AddPending(run, 0, {{"config", proposal}}).at(0);
+  const int64_t id = store.AddPending(run, 0, {{"config", proposal}}).at(0);
+  if (status) {
+    CandidateOutcome outcome;
+    outcome.status = *status;
+    if (*status != Status::kMeasured) outcome.reason = "stored so by the test";
+    store.Finish(id, outcome, std::nullopt);
+  }
+  return id;
 }
 
 TempDir::TempDir() {

@@ -1,9 +1,11 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "kernel_templates/genome.h"
 
 namespace evo {
@@ -20,9 +22,11 @@ Problem AttentionProblem(const Manifest& manifest, int64_t b, int64_t h, int64_t
                          int64_t d, int64_t causal);
 
 // A database at `db` holding one run of the template on the problem, on an H100, with one
-// pending candidate of these knob settings; returns the candidate's id.
+// candidate of these knob settings, finished with `status` (no figures) or, without one,
+// pending; returns the candidate's id.
 int64_t StoreOneCandidate(const std::filesystem::path& db, const KernelTemplate& kernel_template,
-                          const Problem& problem, const std::string& settings);
+                          const Problem& problem, const std::string& settings,
+                          std::optional<Status> status = Status::kMeasured);
 
 // A fresh folder under the system's temporary folder, removed with everything in it.
 class TempDir {

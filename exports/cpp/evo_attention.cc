@@ -765,10 +765,14 @@ std::string DescribeShape(const Env& shape) {
   return text;
 }
 
+// A Shape left at H_kv = 0 has a key/value head per query head: a default of 1 would have
+// read one KV head for all of them, a wrong result with no error.
+int64_t KvHeads(const Shape& shape) { return shape.H_kv == 0 ? shape.H : shape.H_kv; }
+
 Env RuntimeOf(const Shape& shape) {
   return {{"B", shape.B},
           {"H", shape.H},
-          {"H_kv", shape.H_kv},
+          {"H_kv", KvHeads(shape)},
           {"S_q", shape.S_q},
           {"S_kv", shape.S_kv}};
 }
@@ -785,10 +789,10 @@ void CheckCall(const Shape& shape) {
   if (shape.D < 1 || shape.D > kInt32Max) {
     throw DispatchError("D=" + std::to_string(shape.D) + " is outside [1, 2^31 - 1]");
   }
-  if (shape.H % shape.H_kv != 0) {
+  if (shape.H % KvHeads(shape) != 0) {
     throw DispatchError("H=" + std::to_string(shape.H) +
-                        " query heads are not a multiple of H_kv=" + std::to_string(shape.H_kv) +
-                        " key/value heads");
+                        " query heads are not a multiple of H_kv=" +
+                        std::to_string(KvHeads(shape)) + " key/value heads");
   }
 }
 
@@ -1321,7 +1325,7 @@ struct Attention::Impl {
 std::shared_ptr<const PlannedCall> Attention::Impl::Planned(const Shape& shape) {
   const ShapeKey key{shape.B,
                      shape.H,
-                     shape.H_kv,
+                     KvHeads(shape),
                      shape.S_q,
                      shape.S_kv,
                      shape.D,

@@ -28,7 +28,7 @@ enum class DType { kF16, kBF16, kE4M3 };
 struct Shape {
   int64_t B = 1;
   int64_t H = 1;
-  int64_t H_kv = 1;
+  int64_t H_kv = 0;  // key/value heads; 0: as many as H (no grouped heads), as in Python
   int64_t S_q = 1;
   int64_t S_kv = 1;
   int64_t D = 64;
