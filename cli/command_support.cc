@@ -137,7 +137,13 @@ const KernelTemplate& TemplateOfRun(const TemplateLibrary& library, const RunSpe
     throw Error("the run searched version " + spec.template_hash.substr(0, 12) + " of " +
                 spec.template_name + ", but this evo has version " +
                 kernel_template.source_hash.substr(0, 12) +
-                "; pass the old version's folder with --templates");
+                (kernel_template.origin == "embedded"
+                     ? " built in, and a kernel is exported only as it was measured: run the "
+                       "search again with this evo (a replay of a recording made with an "
+                       "earlier version, as tests/data's are, is searched with the current "
+                       "source but measured with the old one), or pass a folder holding the "
+                       "old version with --templates"
+                     : "; pass the old version's folder with --templates"));
   }
   return kernel_template;
 }

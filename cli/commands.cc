@@ -89,7 +89,9 @@ std::function<int()> SetupTemplates(CLI::App& app, const GlobalOptions& global) 
   };
 }
 
-void AddCompileOptions(CLI::App& app, CompileOptions& options, bool with_device = true) {
+// `evo compile` takes a target (--arch, or --device whose arch to use); `evo bench` compiles
+// for the GPU it runs on, so `on_this_gpu` leaves both out.
+void AddCompileOptions(CLI::App& app, CompileOptions& options, bool on_this_gpu = false) {
   app.add_option("--template,-t", options.template_name, "template name")->capture_default_str();
   app.add_option("--set,-s", options.settings,
                  "KNOB=VALUE (repeatable); unset knobs keep their defaults");
@@ -98,8 +100,10 @@ void AddCompileOptions(CLI::App& app, CompileOptions& options, bool with_device 
   app.add_flag("--causal", options.causal, "causal attention");
   app.add_option("--problem", options.problem_settings,
                  "PARAM=VALUE (repeatable): another problem parameter, e.g. Q_FP8=1");
-  app.add_option("--arch", options.arch, "target, e.g. sm_90 (default: the GPU that is here)");
-  if (with_device) {
+  // Kept out of bench's help, but still read there, so that it is refused by name.
+  app.add_option("--arch", options.arch, "target, e.g. sm_90 (default: the GPU that is here)")
+      ->group(on_this_gpu ? "" : "Options");
+  if (!on_this_gpu) {
     app.add_option("--device", options.device, "the GPU whose arch to use when --arch is not given")
         ->capture_default_str();
   }
@@ -207,7 +211,7 @@ struct BenchOptions {
 
 std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<BenchOptions>();
-  AddCompileOptions(app, options->compile, false);
+  AddCompileOptions(app, options->compile, true);
   app.add_option("--gpus", options->gpus,
                  "the GPUs to run on, e.g. 0,1, each through its own worker (default: all)")
       ->capture_default_str();
@@ -217,6 +221,16 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
   return [&global, options] {
     if (!options->compile.arch.empty()) {
       throw Error("evo bench runs on the GPU that is here and compiles for its arch; drop --arch");
+    }
+    // The command line is checked before the GPU is looked for, so that it can be checked
+    // without one.
+    {
+      const TemplateLibrary library = LoadLibrary(global);
+      const KernelTemplate& kernel_template = library.Find(options->compile.template_name);
+      Genome genome = DefaultGenome(kernel_template.manifest);
+      ApplyKnobSettings(kernel_template.manifest, options->compile.settings, "--set", genome);
+      CommandLineProblem(kernel_template.manifest, options->compile.shape, options->compile.causal,
+                         options->compile.problem_settings);
     }
     const std::vector<DeviceInfo> devices = QueryDevices();  // says plainly when there is none
     const std::vector<int> gpus = SelectGpus(options->gpus, static_cast<int>(devices.size()));

@@ -21,9 +21,18 @@ int ExportPackages(const GlobalOptions& global, const PackageExportOptions& opti
     throw Error("--name '" + options.name +
                 "' is not a Python package name (letters, digits, underscores)");
   }
+  if (!options.python_dir.empty()) {
+    if (const std::string imported = ShadowedImport(options.name); !imported.empty()) {
+      throw Error("--name '" + options.name + "' is a module the package imports (" + imported +
+                  "): a package of that name would be imported in its place; choose another");
+    }
+  }
   if (!std::filesystem::exists(options.db)) {
     throw Error("there is no database " + options.db + " (evo tune or evo run creates it)");
   }
+  // Both destinations before anything is compiled or written: a refusal of the second one
+  // must not leave the first written.
+  CheckPackageFolders(options.python_dir, options.name, options.cpp_dir);
   PopulationStore store(options.db, PopulationStore::Access::kReadOnly);
   std::vector<RunRecord> runs;
   if (options.runs.empty()) {
@@ -81,7 +90,10 @@ int ExportPackages(const GlobalOptions& global, const PackageExportOptions& opti
     tuned.push_back(std::move(t));
   }
   for (const std::string& run : skipped) std::cerr << "evo: left out run " << run << "\n";
-  if (tuned.empty()) throw Error(options.db + " holds no run with a measured kernel to export");
+  if (tuned.empty()) {
+    throw Error(options.db + " holds no run with a measured kernel that this evo can export" +
+                (skipped.empty() ? "" : " (the runs left out above say why)"));
+  }
 
   const DispatchPackage package =
       BuildDispatchPackage(tuned, std::string("evo ") + EVO_VERSION + " from " + options.db);

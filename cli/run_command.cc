@@ -350,6 +350,8 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
     }
     if (!count_arch->empty()) {
       const ArchInfo& arch = ArchByName(*count_arch);
+      // Nothing of the space compiles for an arch the template does not take.
+      RequireSupportedArch(swept, arch);
       const SearchSpace space(swept, problem, arch);
       // What a sweep would compile: the configurations the constraints allow whose launches
       // can be made on this problem (the compile gate finds the others invalid at once).

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <set>
 
@@ -75,7 +76,8 @@ void AppendBytes(std::string& out, std::string_view bytes) {
 }  // namespace
 
 void CheckExportFolder(const std::filesystem::path& folder, const std::string& option,
-                       const std::string& marker, const std::string& key) {
+                       const std::string& marker, const std::string& key,
+                       const std::string& kind_file) {
   namespace fs = std::filesystem;
   std::error_code error;
   const fs::file_status status = fs::status(folder, error);
@@ -87,7 +89,13 @@ void CheckExportFolder(const std::filesystem::path& folder, const std::string& o
   if (fs::is_regular_file(folder / marker, error)) {
     try {
       const Json json = Json::parse(ReadFile(folder / marker));
-      if (json.is_object() && json.contains(key)) return;
+      if (json.is_object() && json.contains(key)) {
+        if (kind_file.empty() || fs::exists(folder / kind_file, error)) return;
+        throw Error(option + " " + folder.string() + " is an export of evo's of another kind (no " +
+                    kind_file + "): export into a new or empty folder");
+      }
+    } catch (const Error&) {
+      throw;
     } catch (const std::exception&) {
       // Not evo's: refused below.
     }
@@ -111,6 +119,44 @@ bool IsPackageName(const std::string& name) {
   return kKeywords.count(name) == 0;
 }
 
+std::string ShadowedImport(const std::string& name) {
+  // What exports/python/*.py import (cuda: cuda-python's driver bindings, where present).
+  static const std::set<std::string> kImported = {"ctypes", "cuda",      "hashlib", "json",
+                                                  "os",     "threading", "torch",   "typing"};
+  if (kImported.count(name) == 0) return "";
+  std::string listed;
+  for (const std::string& module : kImported) listed += (listed.empty() ? "" : ", ") + module;
+  return listed;
+}
+
+void CheckPackageFolders(const std::filesystem::path& python_folder, const std::string& name,
+                         const std::filesystem::path& cpp_folder) {
+  if (!python_folder.empty()) {
+    CheckExportFolder(python_folder / name, "--python", "table.json", "generated_by",
+                      "__init__.py");
+  }
+  if (!cpp_folder.empty()) {
+    CheckExportFolder(cpp_folder, "--cpp", "table.json", "generated_by", "CMakeLists.txt");
+  }
+  if (!python_folder.empty() && !cpp_folder.empty()) {
+    // Either inside the other would put one export's files among the other's.
+    const auto within = [](const std::filesystem::path& inner, const std::filesystem::path& outer) {
+      const auto mismatch = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+      return mismatch.first == outer.end();
+    };
+    const auto normal = [](const std::filesystem::path& path) {
+      const std::filesystem::path full = std::filesystem::weakly_canonical(path).lexically_normal();
+      return full.filename().empty() ? full.parent_path() : full;
+    };
+    const std::filesystem::path package = normal(python_folder / name);
+    const std::filesystem::path library = normal(cpp_folder);
+    if (within(package, library) || within(library, package)) {
+      throw Error("--python writes " + (python_folder / name).string() + " and --cpp " +
+                  cpp_folder.string() + ": one is inside the other; name two separate folders");
+    }
+  }
+}
+
 void WritePythonPackage(const std::filesystem::path& folder, const std::string& name,
                         const DispatchPackage& package) {
   if (!IsPackageName(name)) {
@@ -118,7 +164,7 @@ void WritePythonPackage(const std::filesystem::path& folder, const std::string& 
                 "' is not a Python package name (letters, digits, underscores; not a keyword)");
   }
   const std::filesystem::path root = folder / name;
-  CheckExportFolder(root, "--python", "table.json", "generated_by");
+  CheckExportFolder(root, "--python", "table.json", "generated_by", "__init__.py");
   for (const char* file : {"__init__.py", "_rule.py", "_driver.py", "_torch_op.py"}) {
     Write(root / file, RuntimeFile(std::string("python/") + file));
   }
@@ -163,7 +209,7 @@ std::string CppDataSource(const std::string& table_text, const DispatchPackage& 
 }
 
 void WriteCppPackage(const std::filesystem::path& folder, const DispatchPackage& package) {
-  CheckExportFolder(folder, "--cpp", "table.json", "generated_by");
+  CheckExportFolder(folder, "--cpp", "table.json", "generated_by", "CMakeLists.txt");
   const std::string table = TableText(package);
   Write(folder / "CMakeLists.txt", RuntimeFile("cpp/CMakeLists.txt"));
   Write(folder / "include" / "evo_attention.h", RuntimeFile("cpp/evo_attention.h"));

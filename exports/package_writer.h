@@ -15,13 +15,26 @@ std::span<const EmbeddedFile> EmbeddedExportFiles();
 
 // Refuses to write an export into `folder` (what `option` names) unless the folder is new,
 // empty, or an earlier export of evo's: its `marker` file, which evo writes last, is a JSON
-// object with `key`. An export replaces its own files and never a user's. Throws evo::Error.
+// object with `key`. With `kind_file`, an earlier export must hold that file too: the Python
+// package and the C++ library share their marker, and one written into the other's folder
+// would mix the two. An export replaces its own files and never a user's. Throws evo::Error.
 void CheckExportFolder(const std::filesystem::path& folder, const std::string& option,
-                       const std::string& marker, const std::string& key);
+                       const std::string& marker, const std::string& key,
+                       const std::string& kind_file = "");
+
+// The folders `--python FOLDER --name NAME` and `--cpp FOLDER` write (either may be empty),
+// checked before anything is compiled or written: each new, empty or an earlier export of its
+// own kind, and not one folder for both. Throws evo::Error.
+void CheckPackageFolders(const std::filesystem::path& python_folder, const std::string& name,
+                         const std::filesystem::path& cpp_folder);
 
 // A valid Python package name: letters, digits and underscores, not starting with a digit, and
 // not one of Python's keywords (`import class` would not parse).
 bool IsPackageName(const std::string& name);
+
+// The modules the exported package imports, with commas: a package of one of these names,
+// first on the path, would be imported in its place and fail. Empty when `name` is none.
+std::string ShadowedImport(const std::string& name);
 
 // Writes FOLDER/NAME/: the module (__init__.py, _rule.py, _driver.py, _torch_op.py), table.json,
 // kernels/*.cubin and a README.md listing the table's entries. `import NAME` with FOLDER on the

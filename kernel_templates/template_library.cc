@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <system_error>
@@ -50,9 +51,15 @@ bool InsideTemplateFolder(const std::string& relative) {
   return !std::filesystem::path(relative).is_absolute() && relative.find("..") == std::string::npos;
 }
 
-// The include names of `source`'s #include lines, in order ("..." and <...> alike).
-std::vector<std::string> IncludedNames(std::string_view source) {
-  std::vector<std::string> names;
+// One #include line's name and how it was written: "name" or <name>.
+struct Include {
+  std::string name;
+  bool quoted;
+};
+
+// The includes of `source`'s #include lines, in order.
+std::vector<Include> IncludedNames(std::string_view source) {
+  std::vector<Include> includes;
   size_t line_start = 0;
   while (line_start < source.size()) {
     size_t line_end = source.find('\n', line_start);
@@ -70,12 +77,47 @@ std::vector<std::string> IncludedNames(std::string_view source) {
     line.remove_prefix(7);
     skip_blanks();
     if (line.empty() || (line.front() != '"' && line.front() != '<')) continue;
-    const char close = line.front() == '"' ? '"' : '>';
-    const size_t end = line.find(close, 1);
+    const bool quoted = line.front() == '"';
+    const size_t end = line.find(quoted ? '"' : '>', 1);
     if (end == std::string_view::npos || end == 1) continue;
-    names.emplace_back(line.substr(1, end - 1));
+    includes.push_back({std::string(line.substr(1, end - 1)), quoted});
   }
-  return names;
+  return includes;
+}
+
+// NVRTC's built-in headers that templates are likely to name, for a hint only: a quoted include
+// of one is refused like any other name outside the folder, since NVRTC may look a quoted name
+// up in the current directory, where a file of that name would stand in for the built-in.
+bool NamesNvrtcBuiltin(std::string_view name) {
+  static constexpr std::string_view kBuiltins[] = {
+      "cuda_fp16.h", "cuda_fp16.hpp", "cuda_bf16.h", "cuda_bf16.hpp", "cuda_fp8.h", "cuda_fp8.hpp"};
+  return name.starts_with("cuda/") ||
+         std::find(std::begin(kBuiltins), std::end(kBuiltins), name) != std::end(kBuiltins);
+}
+
+// An include of the template's own files that evo cannot version: one that leaves the folder
+// (either spelling), or a quoted one that is not in the folder, which NVRTC would look up from
+// the current directory. Suggests the root-relative name when `file`'s own subfolder has it.
+Error UnversionedInclude(const std::string& file, const Include& include,
+                         const ReadLocal& read_local) {
+  const std::string spelled =
+      include.quoted ? "\"" + include.name + "\"" : "<" + include.name + ">";
+  const std::string rule =
+      ": quoted includes name evo's device library (\"evo/...\") or files of the folder from its "
+      "root (so that evo versions them)";
+  if (!InsideTemplateFolder(include.name)) {
+    return Error(file + " includes " + spelled + ", which leaves the template's folder" + rule +
+                 "; <...> is for NVRTC's built-in headers");
+  }
+  std::string message =
+      file + " includes " + spelled + ", which is not in the template's folder" + rule;
+  const std::string folder = std::filesystem::path(file).parent_path().string();
+  if (!folder.empty() && !NamesDeviceLibrary(file) && read_local(folder + "/" + include.name)) {
+    message += ", e.g. \"" + folder + "/" + include.name + "\"";
+  } else if (NamesNvrtcBuiltin(include.name)) {
+    message += "; NVRTC's built-in headers are included as <" + include.name + ">";
+  }
+  return Error(message);
 }
 
 // `location` prefixes the names of the template's files in messages ("embedded:sdpa_fp16/").
@@ -179,7 +221,8 @@ std::vector<HeaderFile> ResolveIncludes(
   while (!pending.empty()) {
     const auto [file, text] = std::move(pending.back());
     pending.pop_back();
-    for (const std::string& name : IncludedNames(text)) {
+    for (const Include& include : IncludedNames(text)) {
+      const std::string& name = include.name;
       if (found.contains(name)) continue;
       std::optional<std::string> content;
       if (NamesDeviceLibrary(name)) {
@@ -196,7 +239,14 @@ std::vector<HeaderFile> ResolveIncludes(
       } else if (InsideTemplateFolder(name)) {
         content = read_local(name);
       }
-      if (!content) continue;  // NVRTC's own (cuda_fp16.h, ...) or a compile error it reports
+      if (!content) {
+        // Whatever evo does not hand NVRTC is outside the template's version and the compile
+        // cache's key, so only NVRTC's built-in headers, named as <...>, may be left to it.
+        if (include.quoted || !InsideTemplateFolder(name)) {
+          throw UnversionedInclude(file, include, read_local);
+        }
+        continue;
+      }
       found.emplace(name, *content);
       pending.emplace_back(name, *std::move(content));
     }

@@ -45,10 +45,12 @@ std::string ReadManifestSource(
     const std::function<std::optional<std::string>(const std::string&)>& read_local);
 
 // The headers `sources` include, directly or through each other, sorted by name. An include
-// name is looked up in the device library when it starts with "evo/" (one it lacks is an
-// evo::Error naming the file that includes it), else with `read_local` (the template folder's
-// own files, nullopt when there is none); names found in neither (NVRTC's built-in headers)
-// are left to NVRTC.
+// name is looked up in the device library when it starts with "evo/", else with `read_local`
+// (the template folder's own files by their path from its root, nullopt when there is none).
+// Only <...> names found in neither are left to NVRTC (its built-in headers, cuda_fp16.h, ...):
+// every other header must be one evo versions. Throws evo::Error naming the including file and
+// the include for a device library name it lacks, a quoted name not in the folder, and a name
+// that leaves the folder (absolute or with "..").
 std::vector<HeaderFile> ResolveIncludes(
     const std::vector<std::pair<std::string, std::string>>& sources,
     const std::function<std::optional<std::string>(const std::string&)>& read_local);
@@ -57,7 +59,7 @@ std::vector<HeaderFile> ResolveIncludes(
 class TemplateLibrary {
  public:
   // Throws evo::Error for an unreadable folder, a folder without templates, a broken manifest
-  // or an include of the device library that it does not have.
+  // or an include that ResolveIncludes refuses.
   // A user's template replaces an embedded one of the same name.
   static TemplateLibrary Load(const std::vector<std::filesystem::path>& user_folders);
 

@@ -78,6 +78,14 @@ TEST_CASE("evo sweep --count counts a subspace fixed by --fix without a GPU", "[
                               "problem, e.g. the launch of sdpa_fp16_fwd cannot be made for this "
                               "configuration: ") != std::string::npos);
   CHECK(unlaunchable.err.find("does not fit an i32") != std::string::npos);
+
+  // An arch the template does not take counts nothing: refused as `evo compile` refuses it.
+  const auto hopper_on_ampere =
+      RunEvo({"sweep", "--template", "sdpa_hopper", "--shape", "2,8,512,64", "--count", "sm_80"},
+             dir.path());
+  CHECK(hopper_on_ampere.exit_code == 2);
+  CHECK(hopper_on_ampere.err.find("template sdpa_hopper needs sm_90, not sm_80") !=
+        std::string::npos);
 }
 
 TEST_CASE("evo compile prints resources, then serves the same configuration from the cache",
@@ -349,6 +357,26 @@ TEST_CASE("without a GPU, evo compile asks for --arch and evo info says there is
   CHECK(info.exit_code == 0);
   CHECK(info.out.find("driver     none") != std::string::npos);
   CHECK(info.out.find("nvrtc      13.") != std::string::npos);
+}
+
+TEST_CASE("evo bench checks its command line before it looks for a GPU", "[cli]") {
+  test::TempDir dir;
+  const auto unknown = RunEvo({"bench", "-t", "nope"}, dir.path());
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("unknown template 'nope'") != std::string::npos);
+  const auto shape = RunEvo({"bench", "--shape", "1,2,3"}, dir.path());
+  CHECK(shape.exit_code == 2);
+  CHECK(shape.err.find("malformed --shape '1,2,3'") != std::string::npos);
+  const auto knob = RunEvo({"bench", "--set", "TILE=4"}, dir.path());
+  CHECK(knob.exit_code == 2);
+  CHECK(knob.err.find("TILE") != std::string::npos);
+  // It compiles for the GPU it runs on: --arch is not in its help, and refused by name.
+  const auto help = RunEvo({"bench", "--help"}, dir.path());
+  CHECK(help.exit_code == 0);
+  CHECK(help.out.find("--arch") == std::string::npos);
+  const auto arch = RunEvo({"bench", "--arch", "sm_90"}, dir.path());
+  CHECK(arch.exit_code == 2);
+  CHECK(arch.err.find("drop --arch") != std::string::npos);
 }
 
 }  // namespace

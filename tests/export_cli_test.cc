@@ -141,6 +141,9 @@ int main() {
   const auto asked = RunEvo({"export", "--python", "py3", "--db", db, "--run", "3"}, dir.path());
   CHECK(asked.exit_code == 2);
   CHECK(asked.err.find("run 3: the run searched version") != std::string::npos);
+  // The template is built into evo: no old folder to pass, so the message says what to do.
+  CHECK(asked.err.find("built in, and a kernel is exported only as it was measured: run the "
+                       "search again with this evo") != std::string::npos);
 
   // A run of a user's template is exported where --templates names its folder; without it the
   // message says so instead of listing the shipped templates.
@@ -233,6 +236,23 @@ TEST_CASE(
   const auto keyword = run({"export", "--python", "py", "--name", "class"});
   CHECK(keyword.exit_code == 2);
   CHECK(keyword.err.find("'class' is not a Python package name") != std::string::npos);
+
+  // A package name that shadows a module the package imports is refused.
+  const auto shadow = run({"export", "--python", "py", "--name", "torch"});
+  CHECK(shadow.exit_code == 2);
+  CHECK(shadow.err.find("--name 'torch' is a module the package imports") != std::string::npos);
+  // Both destinations are checked before either is written: one inside the other is refused.
+  const auto nested = run({"export", "--python", "same", "--cpp", "same"});
+  CHECK(nested.exit_code == 2);
+  CHECK(nested.err.find("one is inside the other") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.path() / "same"));
+  // An export of the other kind is not replaced: the two would mix.
+  REQUIRE(run({"export", "--python", "kinds", "--name", "pkg"}).exit_code == 0);
+  const auto other_kind = run({"export", "--cpp", "kinds/pkg"});
+  CHECK(other_kind.exit_code == 2);
+  CHECK(other_kind.err.find("--cpp kinds/pkg is an export of evo's of another kind (no "
+                            "CMakeLists.txt)") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.path() / "kinds" / "pkg" / "CMakeLists.txt"));
 
   // Exporting again over evo's own export replaces its files and keeps what the user added.
   REQUIRE(run({"export", "--python", "py", "--name", "tuned", "--cpp", "cpp2"}).exit_code == 0);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -166,15 +167,18 @@ TEST_CASE("templates include the device library; the shipped ones share one atte
   }
 }
 
+// A template folder's files for ResolveIncludes, by their path from its root.
+std::function<std::optional<std::string>(const std::string&)> local(
+    std::map<std::string, std::string> files) {
+  return [files](const std::string& name) -> std::optional<std::string> {
+    const auto it = files.find(name);
+    if (it == files.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
 TEST_CASE("a template's version covers every header it includes, and nothing it does not",
           "[templates]") {
-  const auto local = [](std::map<std::string, std::string> files) {
-    return [files](const std::string& name) -> std::optional<std::string> {
-      const auto it = files.find(name);
-      if (it == files.end()) return std::nullopt;
-      return it->second;
-    };
-  };
   const std::vector<HeaderFile> headers = ResolveIncludes(
       {{"k.cu",
         "#include \"mine.cuh\"\n  #  include <evo/mma_sync.cuh>\n#include <cuda_fp16.h>\n"
@@ -217,6 +221,86 @@ TEST_CASE("a template's version covers every header it includes, and nothing it 
   CHECK_THROWS_WITH(
       TemplateLibrary::Load({broken.path()}),
       Catch::Contains("manifest.json") && Catch::Contains("tiny.cu includes \"evo/no_such.cuh\""));
+}
+
+TEST_CASE("includes that evo cannot version are refused, naming the file, the include and the rule",
+          "[templates]") {
+  test::TempDir dir;
+  const std::string outside = (dir.path() / "outside.cuh").string();
+  test::WriteFile(outside, "#define OUTSIDE 1\n");
+  const std::string rule =
+      "quoted includes name evo's device library (\"evo/...\") or files of "
+      "the folder from its root (so that evo versions them)";
+
+  SECTION("a quoted absolute path, even to a file that exists") {
+    CHECK_THROWS_WITH(
+        ResolveIncludes({{"k.cu", "#include \"" + outside + "\"\n"}}, local({})),
+        Catch::Contains("k.cu includes \"" + outside + "\", which leaves the template's folder") &&
+            Catch::Contains(rule));
+  }
+  SECTION("a quoted name that is not in the folder, which NVRTC would look up from the cwd") {
+    CHECK_THROWS_WITH(
+        ResolveIncludes({{"k.cu", "#include \"elsewhere.cuh\"\n"}}, local({{"other.cuh", ""}})),
+        Catch::Contains("k.cu includes \"elsewhere.cuh\", which is not in the template's "
+                        "folder: " +
+                        rule) &&
+            !Catch::Contains("e.g."));
+  }
+  SECTION("a quoted or <...> name with \"..\", or a <...> absolute path") {
+    for (const std::string& include : std::vector<std::string>{
+             "\"../x.cuh\"", "<../x.cuh>", "<" + outside + ">", "\"sub/../../x.cuh\""}) {
+      CHECK_THROWS_WITH(
+          ResolveIncludes({{"k.cu", "#include " + include + "\n"}}, local({{"x.cuh", ""}})),
+          Catch::Contains("k.cu includes " + include + ", which leaves the template's folder") &&
+              Catch::Contains("<...> is for NVRTC's built-in headers"));
+    }
+  }
+  SECTION("a name relative to the including file's subfolder, with its root-relative spelling") {
+    const auto files = [](bool with_neighbour) {
+      std::map<std::string, std::string> folder{{"sub/a.cuh", "#include \"b.cuh\"\n"}};
+      if (with_neighbour) folder.emplace("sub/b.cuh", "");
+      return local(folder);
+    };
+    CHECK_THROWS_WITH(ResolveIncludes({{"k.cu", "#include \"sub/a.cuh\"\n"}}, files(true)),
+                      Catch::Contains("sub/a.cuh includes \"b.cuh\", which is not in the "
+                                      "template's folder: " +
+                                      rule + ", e.g. \"sub/b.cuh\""));
+    CHECK_THROWS_WITH(ResolveIncludes({{"k.cu", "#include \"sub/a.cuh\"\n"}}, files(false)),
+                      Catch::Contains("sub/a.cuh includes \"b.cuh\"") && !Catch::Contains("e.g."));
+  }
+  SECTION("NVRTC's built-in headers are <...> names; quoted, they get a hint") {
+    std::vector<HeaderFile> headers;
+    CHECK_NOTHROW(headers = ResolveIncludes({{"k.cu",
+                                              "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+                                              "#include <cuda/std/cstdint>\n// #include \"" +
+                                                  outside + "\" is a comment\n"}},
+                                            local({})));
+    CHECK(headers.empty());
+    CHECK_THROWS_WITH(
+        ResolveIncludes({{"k.cu", "#include \"cuda_fp16.h\"\n"}}, local({})),
+        Catch::Contains("k.cu includes \"cuda_fp16.h\", which is not in the "
+                        "template's folder") &&
+            Catch::Contains("NVRTC's built-in headers are included as <cuda_fp16.h>"));
+  }
+  SECTION("loading the folder names its manifest; the root-relative name loads and is versioned") {
+    test::WriteTinyTemplate(dir.path() / "t", "tiny_sub",
+                            std::string("#include \"sub/a.cuh\"\n") + kTinySource);
+    test::WriteFile(dir.path() / "t" / "sub" / "a.cuh", "#include \"b.cuh\"\n");
+    test::WriteFile(dir.path() / "t" / "sub" / "b.cuh", "#define B 1\n");
+    CHECK_THROWS_WITH(TemplateLibrary::Load({dir.path() / "t"}),
+                      Catch::Contains("t/manifest.json: sub/a.cuh includes \"b.cuh\"") &&
+                          Catch::Contains("e.g. \"sub/b.cuh\""));
+
+    test::WriteFile(dir.path() / "t" / "sub" / "a.cuh", "#include \"sub/b.cuh\"\n");
+    const TemplateLibrary fixed = TemplateLibrary::Load({dir.path() / "t"});
+    const KernelTemplate& loaded = fixed.Find("tiny_sub");
+    std::vector<std::string> names;
+    for (const HeaderFile& header : loaded.headers) names.push_back(header.name);
+    CHECK(names == std::vector<std::string>{"sub/a.cuh", "sub/b.cuh"});
+    test::WriteFile(dir.path() / "t" / "sub" / "b.cuh", "#define B 2\n");
+    CHECK(TemplateLibrary::Load({dir.path() / "t"}).Find("tiny_sub").source_hash !=
+          loaded.source_hash);
+  }
 }
 
 TEST_CASE("configuration ids are stable and tell configurations apart", "[templates]") {
