@@ -70,6 +70,25 @@ CLI::Validator DecimalId() {
       "ID");
 }
 
+namespace {
+
+// The first `bytes` bytes of `out` (fewer where it is shorter), or nullopt where there is no
+// such file; throws evo::Error, naming `option`, where `out` is something other than a file.
+std::optional<std::string> ExistingFileHead(const fs::path& out, const std::string& option,
+                                            size_t bytes) {
+  std::error_code error;
+  const fs::file_status status = fs::status(out, error);
+  if (status.type() == fs::file_type::not_found) return std::nullopt;
+  if (!fs::is_regular_file(status)) throw Error(option + " " + out.string() + " is not a file");
+  std::ifstream in(out, std::ios::binary);
+  std::string head(bytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(bytes));
+  head.resize(static_cast<size_t>(in.gcount()));
+  return head;
+}
+
+}  // namespace
+
 void RefuseToOverwrite(const fs::path& out, const std::string& option, const fs::path& db,
                        const std::vector<fs::path>& inputs) {
   if (out.empty()) throw Error(option + " is empty: name the file to write");
@@ -88,30 +107,17 @@ void RefuseToOverwrite(const fs::path& out, const std::string& option, const fs:
                   ", which this command reads; name another file");
     }
   }
-  std::error_code error;
-  const fs::file_status status = fs::status(out, error);
-  if (status.type() == fs::file_type::not_found) return;
-  if (!fs::is_regular_file(status)) throw Error(option + " " + out.string() + " is not a file");
-  std::ifstream in(out, std::ios::binary);
-  char header[16] = {};
-  in.read(header, sizeof(header));
-  if (in.gcount() == sizeof(header) && std::memcmp(header, "SQLite format 3", 16) == 0) {
+  const std::optional<std::string> head = ExistingFileHead(out, option, 16);
+  if (head && *head == std::string("SQLite format 3", 16)) {
     throw Error(option + " " + out.string() + " is a SQLite database; evo does not overwrite it");
   }
 }
 
 void RefuseToOverwriteButACubin(const fs::path& out, const std::string& option) {
-  std::error_code error;
-  const fs::file_status status = fs::status(out, error);
-  if (status.type() == fs::file_type::not_found) return;
-  if (!fs::is_regular_file(status)) throw Error(option + " " + out.string() + " is not a file");
-  std::ifstream in(out, std::ios::binary);
-  char magic[4] = {};
-  in.read(magic, sizeof(magic));
-  if (in.gcount() != sizeof(magic) || std::memcmp(magic,
-                                                  "\x7f"
-                                                  "ELF",
-                                                  4) != 0) {
+  const std::optional<std::string> head = ExistingFileHead(out, option, 4);
+  if (head && *head !=
+                  "\x7f"
+                  "ELF") {
     throw Error(option + " " + out.string() +
                 " exists and is not a cubin; evo writes a cubin only over an earlier one: name "
                 "another file");

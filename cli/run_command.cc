@@ -131,9 +131,9 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
         const bool extendable =
             candidate.state == RunState::kFinished &&
             ((budget_given && options->search.budget > candidate.spec.budget) ||
-             (app.count("--patience") > 0 && options->search.patience != candidate.spec.patience &&
-              candidate.stop_reason == ToString(StopReason::kPatience) &&
-              candidate.finished_candidates < candidate.spec.budget));
+             ReopenedByPatience(candidate, app.count("--patience") > 0
+                                               ? std::optional<int>(options->search.patience)
+                                               : std::nullopt));
         if (candidate.state != RunState::kFinished || extendable) run = candidate;
       }
       if (!run) {

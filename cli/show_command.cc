@@ -273,8 +273,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
     // A kernel taken into a program is trusted to be right: one the gates did not pass (or
     // never saw) is exported only when asked for by name.
     const bool pending = c.state == CandidateState::kPending;
-    const bool passed =
-        !pending && (c.outcome.status == Status::kMeasured || c.outcome.status == Status::kSlow);
+    const bool passed = !pending && PassedCorrectness(c.outcome.status);
     if (!passed && !*force) {
       throw Error("candidate " + std::to_string(c.id) +
                   (pending

@@ -241,6 +241,12 @@ void CheckResumable(const RunRecord& run, const EvaluatorIdentity& identity, boo
   }
 }
 
+bool ReopenedByPatience(const RunRecord& run, std::optional<int> patience) {
+  return patience && *patience != run.spec.patience &&
+         run.stop_reason == ToString(StopReason::kPatience) &&
+         run.finished_candidates < run.spec.budget;
+}
+
 std::string PatienceSpentText(const RunRecord& run, const std::vector<CandidateRecord>& candidates,
                               const SearchSpace& space, int patience) {
   if (patience <= 0) return "";

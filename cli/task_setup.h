@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/command_support.h"
@@ -123,6 +124,10 @@ class StopOnSignals {
 // Refuses to mix measurements of different GPUs, evaluators or template versions in one run,
 // unless `force`.
 void CheckResumable(const RunRecord& run, const EvaluatorIdentity& identity, bool force);
+
+// Whether `patience`, given on the command line (nullopt: not given), reopens finished `run`:
+// its stored patience stopped it short of its budget, and this one differs.
+bool ReopenedByPatience(const RunRecord& run, std::optional<int> patience);
 
 // What a resume of `run` with a patience of `patience` generations (0: none) would meet first:
 // the patience already spent by its stored candidates, so that the search stops before it

@@ -67,12 +67,8 @@ TaskRun FindTaskRun(PopulationStore& store, const TuneTask& task, int64_t budget
     }
   }
   if (found.run) {
-    // Another --patience reopens a run that its patience stopped short of its budget.
-    const bool stopped_short = patience && *patience != found.run->spec.patience &&
-                               found.run->stop_reason == ToString(StopReason::kPatience) &&
-                               found.run->finished_candidates < found.run->spec.budget;
     found.done = found.run->state == RunState::kFinished && budget <= found.run->spec.budget &&
-                 !stopped_short;
+                 !ReopenedByPatience(*found.run, patience);
   }
   return found;
 }

@@ -18,6 +18,12 @@ enum class Status {
   kMeasured,        // passed every gate
 };
 
+// Ran on a GPU and passed the correctness gate: measured, or slow (timed, and rejected only for
+// its speed).
+constexpr bool PassedCorrectness(Status status) {
+  return status == Status::kMeasured || status == Status::kSlow;
+}
+
 std::string_view ToString(Status status);
 std::optional<Status> StatusFromString(std::string_view name);
 

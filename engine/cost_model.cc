@@ -181,8 +181,7 @@ void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random)
     const TimingFigures* timing = record.outcome.timing();
     // A slow candidate was timed too: how slow it is teaches the model as much as a fast one.
     const bool timed =
-        timing != nullptr && timing->median_us > 0 &&
-        (record.outcome.status == Status::kMeasured || record.outcome.status == Status::kSlow);
+        timing != nullptr && timing->median_us > 0 && PassedCorrectness(record.outcome.status);
     if (timed) {
       const double value = std::log(timing->median_us);
       log_us.push_back(value);

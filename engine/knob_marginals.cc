@@ -15,8 +15,7 @@ KnobMarginals::KnobMarginals(const Manifest& manifest, const std::vector<Candida
     if (record.state != CandidateState::kFinished || !record.outcome.reached_gates()) continue;
     const TimingFigures* timing = record.outcome.timing();
     const bool is_timed =
-        timing != nullptr && timing->median_us > 0 &&
-        (record.outcome.status == Status::kMeasured || record.outcome.status == Status::kSlow);
+        timing != nullptr && timing->median_us > 0 && PassedCorrectness(record.outcome.status);
     ranked.emplace_back(is_timed ? timing->median_us : INFINITY, &record.proposal.genome);
     if (is_timed) ++timed;
   }
