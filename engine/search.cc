@@ -27,6 +27,62 @@ double ImprovementThresholdUs(const CandidateRecord& incumbent) {
   return std::max(0.01 * t.median_us, 0.5 * (t.p90_us - t.p10_us));
 }
 
+// Whether `candidate` beats `incumbent` by more than the noise of the incumbent's measurement.
+bool Improves(const CandidateRecord& candidate, const CandidateRecord& incumbent) {
+  const std::optional<double> score = candidate.score_us();
+  return score && *score < *incumbent.score_us() - ImprovementThresholdUs(incumbent);
+}
+
+// The generation in progress, seen from its checkpoint: the position half-way through it, where
+// the search asks whether the rest is still worth measuring. Everything here follows from the
+// stored candidates, so a resumed run decides as the uninterrupted one did; and the checkpoint is
+// a position, not a moment, so several GPUs decide as one does.
+class GenerationCheckpoint {
+ public:
+  GenerationCheckpoint(const std::vector<CandidateRecord>& candidates, int generation) {
+    for (const CandidateRecord& c : candidates) {
+      if (c.generation < generation && c.score_us() &&
+          (incumbent_ == nullptr || *c.score_us() < *incumbent_->score_us())) {
+        incumbent_ = &c;
+      }
+    }
+    size_ =
+        static_cast<int>(std::count_if(candidates.begin(), candidates.end(),
+                                       [&](const auto& c) { return c.generation == generation; }));
+    for (const CandidateRecord& c : candidates) {
+      if (c.generation == generation && c.state == CandidateState::kFinished) Add(c);
+    }
+  }
+
+  // Candidates finish in their order: `finished` is the next one.
+  void Add(const CandidateRecord& finished) {
+    ++finished_;
+    if (finished_ <= Position() && incumbent_ != nullptr && Improves(finished, *incumbent_)) {
+      improved_ = true;
+    }
+  }
+
+  // How many of the generation's candidates come before the checkpoint.
+  int Position() const { return (size_ + 1) / 2; }
+  int finished() const { return finished_; }
+
+  // Whether the generation's unmeasured candidates are to be dropped and the next generation
+  // proposed now: one of the candidates before the checkpoint beat the incumbent the generation
+  // was proposed around, so the rest were chosen around a best that no longer is, and the new
+  // best's one-knob neighbours (where the next better one likeliest is) would wait for them.
+  // Not before half: a generation's first half is the incumbent's neighbours and the knobs'
+  // marginal picks, worth measuring whatever the new best; dropping at every improvement turned
+  // the search into a hill climb that stalled (BENCHMARKS.md, 2026-11-24). Only at half, not at
+  // every improvement after it: a lane must not start a candidate that a decision may drop.
+  bool Overtaken() const { return improved_ && finished_ >= Position() && finished_ < size_; }
+
+ private:
+  const CandidateRecord* incumbent_ = nullptr;  // the best of the generations before
+  int size_ = 0;
+  int finished_ = 0;
+  bool improved_ = false;  // by a candidate before the checkpoint
+};
+
 }  // namespace
 
 std::string_view ToString(StopReason reason) {
@@ -179,6 +235,11 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
       generation = std::max(generation, c.generation);
       if (c.state == CandidateState::kPending) pending.push_back(c);
     }
+    GenerationCheckpoint checkpoint(candidates, generation);
+    if (!pending.empty() && options_.replan && checkpoint.Overtaken()) {
+      store_.DropPending(run_id_);
+      continue;  // propose the next generation around the new best
+    }
     if (pending.empty()) {
       if (evaluated >= spec.budget) return finish(StopReason::kBudget);
       if (spec.patience > 0 &&
@@ -247,8 +308,10 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
                return theirs && *cycles < *theirs;
              });
     };
-    hooks.finish = [&](size_t index, CandidateOutcome outcome, std::optional<GpuVerdict> again,
-                       int lane) {
+    size_t offset = 0;  // of the segment the lanes take, in `pending`
+    hooks.finish = [&](size_t segment_index, CandidateOutcome outcome,
+                       std::optional<GpuVerdict> again, int lane) {
+      const size_t index = offset + segment_index;
       const CandidateRecord& candidate = pending[index];
       std::optional<TimingFigures> confirmation;
       if (again) {
@@ -265,6 +328,8 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
       store_.Finish(candidate.id, outcome, confirmation, measured_on);
       ++summary.evaluated_now;
       if (outcome.reached_gates()) ++done;
+      const std::optional<CandidateRecord> stored = store_.FindCandidate(candidate.id);
+      checkpoint.Add(*stored);
 
       if (on_progress) {
         SearchProgress progress;
@@ -281,14 +346,33 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
           progress.eta_seconds = static_cast<double>(std::max<int64_t>(0, spec.budget - done)) *
                                  60 / progress.per_minute;
         }
-        std::optional<CandidateRecord> stored = store_.FindCandidate(candidate.id);
         progress.finished = stored ? &*stored : nullptr;
         on_progress(progress);
       }
     };
-    lanes.Run(upcoming, hooks);
+    // The lanes take the generation up to its checkpoint, then the rest unless the checkpoint
+    // drops it: a lane never starts a candidate that the decision may drop, so several GPUs
+    // measure what one would, and nothing measured is thrown away.
+    bool overtaken = false;
+    while (offset < pending.size()) {
+      const int before_checkpoint = checkpoint.Position() - checkpoint.finished();
+      const size_t end =
+          options_.replan && before_checkpoint > 0
+              ? offset + std::min(pending.size() - offset, static_cast<size_t>(before_checkpoint))
+              : pending.size();
+      lanes.Run(std::vector<Genome>(upcoming.begin() + static_cast<std::ptrdiff_t>(offset),
+                                    upcoming.begin() + static_cast<std::ptrdiff_t>(end)),
+                hooks);
+      if (stopped) break;
+      offset = end;
+      if (options_.replan && checkpoint.Overtaken()) {
+        overtaken = true;
+        break;
+      }
+    }
     if (guesses.valid()) guesses.get();
     if (stopped) return finish(*stopped);
+    if (overtaken) store_.DropPending(run_id_);
   }
 }
 

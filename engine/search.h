@@ -26,6 +26,9 @@ struct SearchOptions {
   // compile threads the generation leaves idle, so that the next generation's first
   // measurements need not wait for NVRTC. A guess changes no decision, only when a compile ends.
   bool compile_ahead = true;
+  // A generation whose first half beat the best of the generations before stops there, and the
+  // next one is proposed around the new best (engine/search.cc, GenerationCheckpoint).
+  bool replan = true;
   // The elite's side-by-side re-timing once the search stops for any reason but an interrupt
   // (engine/retime); rounds = 0 turns it off. The time limit bounds the search, not the
   // re-timing after it (its length is known: members x rounds timings); `stop` ends it.

@@ -796,6 +796,19 @@ std::vector<int64_t> PopulationStore::AddPending(
   return ids;
 }
 
+int64_t PopulationStore::DropPending(int64_t run_id) {
+  sqlite::Transaction transaction(db_);
+  EliteSize(db_, run_id);  // throws for an unknown run
+  db_.Prepare("DELETE FROM candidates WHERE run_id = ? AND state = 'pending'")
+      .Bind(1, run_id)
+      .Step();
+  const int64_t dropped = db_.Changes();
+  const std::string now = NowUtc();
+  TouchRun(db_, run_id, now);
+  transaction.Commit();
+  return dropped;
+}
+
 void PopulationStore::Finish(int64_t candidate_id, const CandidateOutcome& outcome,
                              const std::optional<TimingFigures>& confirmation,
                              const std::optional<GpuIdentity>& measured_on) {

@@ -93,6 +93,11 @@ class PopulationStore {
   std::vector<int64_t> AddPending(int64_t run_id, int generation,
                                   const std::vector<std::pair<std::string, Proposal>>& proposals);
 
+  // One transaction: deletes the run's pending candidates, which were proposed and never
+  // measured, so that the search may propose others in their place; no measurement is lost.
+  // Returns how many there were. Throws evo::Error for an unknown run.
+  int64_t DropPending(int64_t run_id);
+
   // One transaction per finished candidate: its outcome and confirmation, the GPU that measured
   // both (none when it never reached one), and the run's elite recomputed from every stored
   // candidate (SelectElite). Throws when the candidate is unknown or already finished.

@@ -1,5 +1,6 @@
 #include "engine/search.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -13,18 +14,47 @@
 namespace evo {
 namespace {
 
+// The replay, counting the first measurements it is asked for.
+class CountingEvaluator final : public CandidateEvaluator {
+ public:
+  explicit CountingEvaluator(ReplayEvaluator& replay) : replay_(replay) {}
+  const EvaluatorIdentity& identity() const override { return replay_.identity(); }
+  const std::vector<GpuIdentity>& lanes() const override { return replay_.lanes(); }
+  void Prefetch(const std::vector<Genome>& genomes) override { replay_.Prefetch(genomes); }
+  void Speculate(const std::vector<Genome>& genomes) override { replay_.Speculate(genomes); }
+  bool ReadyToMeasure(const Genome& genome) const override {
+    return replay_.ReadyToMeasure(genome);
+  }
+  CandidateOutcome Evaluate(int lane, const Genome& genome) override {
+    ++evaluations_;
+    return replay_.Evaluate(lane, genome);
+  }
+  GpuVerdict Remeasure(int lane, const Genome& genome) override {
+    return replay_.Remeasure(lane, genome);
+  }
+  std::string RetimingUnavailable() const override { return replay_.RetimingUnavailable(); }
+  int evaluations() const { return evaluations_.load(); }
+
+ private:
+  ReplayEvaluator& replay_;
+  std::atomic<int> evaluations_{0};
+};
+
 // A run of sdpa_fp16 at the recording's shape, answered by replaying the H100 sweep.
 class ReplayedRun {
  public:
   // `gpus`: the simulated GPUs that answer at once, each taking `delay` per measurement.
+  // `starting_points`: whether the first generation tries the manifest's (on this recording one
+  // of them is nearly the best, and little is left to improve on).
   explicit ReplayedRun(uint64_t seed, int64_t budget = 100, int patience = 0,
-                       const std::vector<int>& gpus = {0}, std::chrono::milliseconds delay = {})
+                       const std::vector<int>& gpus = {0}, std::chrono::milliseconds delay = {},
+                       bool starting_points = true)
       : library_(TemplateLibrary::Load({})),
         kernel_template_(library_.Find("sdpa_fp16")),
         problem_(DefaultProblem(kernel_template_.manifest)),
         replay_(test::H100Recording(), kernel_template_.manifest, problem_, delay, {}, gpus),
         searched_(replay_.RecordedSpace(kernel_template_.manifest)),
-        space_(searched_, problem_, ArchByName(replay_.identity().arch)),
+        space_(Searched(starting_points), problem_, ArchByName(replay_.identity().arch)),
         store_(dir_.path() / "evo.db", PopulationStore::Access::kReadWrite) {
     RunSpec spec;
     spec.template_name = "sdpa_fp16";
@@ -44,12 +74,33 @@ class ReplayedRun {
   SearchSummary Run(SearchOptions options = {}, int64_t stop_after = -1) {
     std::atomic<bool> stop{false};
     int64_t seen = 0;
-    Search search(store_, run_id_, space_, replay_, options);
+    Search search(store_, run_id_, space_, counting_, options);
     return search.Run(
         [&](const SearchProgress&) {
           if (stop_after >= 0 && ++seen >= stop_after) stop = true;
         },
         stop);
+  }
+
+  // The recorded space, without the manifest's starting points unless `starting_points`.
+  const Manifest& Searched(bool starting_points) {
+    if (!starting_points) searched_.starting_points.clear();
+    return searched_;
+  }
+
+  // Like Run, but dies right after the `finished`th candidate this session stores, as a run
+  // killed before doing anything more would: nothing after that candidate's transaction.
+  void RunDyingAfter(int64_t finished) {
+    struct Killed {};
+    std::atomic<bool> stop{false};
+    int64_t seen = 0;
+    Search search(store_, run_id_, space_, counting_, {});
+    CHECK_THROWS_AS(search.Run(
+                        [&](const SearchProgress&) {
+                          if (++seen == finished) throw Killed{};
+                        },
+                        stop),
+                    Killed);
   }
 
   // Everything the search decided, to compare two runs: each candidate's genome, provenance,
@@ -77,6 +128,7 @@ class ReplayedRun {
 
   PopulationStore& store() { return store_; }
   int64_t run_id() const { return run_id_; }
+  int evaluations() const { return counting_.evaluations(); }
   const SearchSpace& space() const { return space_; }
 
  private:
@@ -85,6 +137,7 @@ class ReplayedRun {
   const KernelTemplate& kernel_template_;
   Problem problem_;
   ReplayEvaluator replay_;
+  CountingEvaluator counting_{replay_};
   Manifest searched_;  // the space the recording measured
   SearchSpace space_;
   PopulationStore store_;
@@ -185,6 +238,130 @@ TEST_CASE("a stopped run resumes into the very search the uninterrupted one make
   CHECK(pieces.Genomes() == whole.Genomes());
   CHECK(pieces.store().FindRun(pieces.run_id())->finished_candidates == 80);
   CHECK(pieces.store().FindRun(pieces.run_id())->pending_candidates == 0);
+}
+
+// The generations that ended at their checkpoint: fewer candidates than proposed, and not the
+// run's last (which the budget may cut).
+std::vector<std::vector<CandidateRecord>> CutGenerations(
+    const std::vector<CandidateRecord>& candidates, int generation_size) {
+  std::map<int, std::vector<CandidateRecord>> generations;
+  for (const CandidateRecord& c : candidates) generations[c.generation].push_back(c);
+  std::vector<std::vector<CandidateRecord>> cut;
+  for (const auto& [generation, members] : generations) {
+    const bool last = generation == generations.rbegin()->first;
+    if (generation > 0 && !last && static_cast<int>(members.size()) < generation_size)
+      cut.push_back(members);
+  }
+  return cut;
+}
+
+// The best score of the generations before `generation`, and what beats it beyond the noise.
+struct IncumbentBefore {
+  double score_us = 0;
+  double threshold_us = 0;
+};
+IncumbentBefore BestBefore(const std::vector<CandidateRecord>& candidates, int generation) {
+  const CandidateRecord* before = nullptr;
+  for (const CandidateRecord& c : candidates) {
+    if (c.generation < generation && c.score_us() &&
+        (before == nullptr || *c.score_us() < *before->score_us()))
+      before = &c;
+  }
+  REQUIRE(before != nullptr);
+  const TimingFigures& noise = *before->scoring_timing();
+  return {*before->score_us(),
+          std::max(0.01 * noise.median_us, 0.5 * (noise.p90_us - noise.p10_us))};
+}
+
+TEST_CASE(
+    "a new best in a generation's first half ends it there, and the next one is proposed "
+    "around it",
+    "[search]") {
+  ReplayedRun run(21, 100, 0, {0}, {}, false);
+  CHECK(run.Run().reason == StopReason::kBudget);
+  const std::vector<CandidateRecord> candidates = run.store().Candidates(run.run_id());
+  CHECK(candidates.size() == 100);  // the budget is spent all the same
+  std::map<int, std::vector<CandidateRecord>> generations;
+  for (const CandidateRecord& c : candidates) generations[c.generation].push_back(c);
+  int cut = 0;
+  for (const auto& [generation, members] : generations) {
+    if (generation == 0 || generation == generations.rbegin()->first) continue;
+    const IncumbentBefore best = BestBefore(candidates, generation);
+    const auto improves = [&](const CandidateRecord& c) {
+      return c.score_us() && *c.score_us() < best.score_us - best.threshold_us;
+    };
+    // Its first half decides: 8 of 16.
+    const bool first_half_improved = std::any_of(
+        members.begin(), members.begin() + std::min<size_t>(8, members.size()), improves);
+    INFO("generation " << generation);
+    CHECK(members.size() == (first_half_improved ? 8u : 16u));
+    if (first_half_improved) ++cut;
+  }
+  CHECK(cut >= 1);
+  // The generation after the first cut one starts with one-knob neighbours of the new best.
+  const std::vector<std::vector<CandidateRecord>> cut_generations = CutGenerations(candidates, 16);
+  REQUIRE(!cut_generations.empty());
+  const std::vector<CandidateRecord>& first = cut_generations.front();
+  const CandidateRecord& best = *std::min_element(
+      first.begin(), first.end(), [](const CandidateRecord& a, const CandidateRecord& b) {
+        return a.score_us().value_or(1e300) < b.score_us().value_or(1e300);
+      });
+  const auto next = std::find_if(candidates.begin(), candidates.end(), [&](const auto& c) {
+    return c.generation == best.generation + 1;
+  });
+  REQUIRE(next != candidates.end());
+  CHECK(next->proposal.operator_name.rfind("neighbour", 0) == 0);
+  CHECK(next->proposal.parent1 == best.id);
+
+  // Without re-planning every generation but the last is whole, and the search differs.
+  ReplayedRun whole(21, 100, 0, {0}, {}, false);
+  SearchOptions options;
+  options.replan = false;
+  CHECK(whole.Run(options).reason == StopReason::kBudget);
+  CHECK(CutGenerations(whole.store().Candidates(whole.run_id()), 16).empty());
+  CHECK(whole.Decisions() != run.Decisions());
+}
+
+TEST_CASE("a run killed between its checkpoint and the re-plan resumes into the uninterrupted one",
+          "[search]") {
+  ReplayedRun whole(21, 80, 0, {0}, {}, false);
+  whole.Run();
+  const std::vector<CandidateRecord> candidates = whole.store().Candidates(whole.run_id());
+  const auto cut = CutGenerations(candidates, 16);
+  REQUIRE(!cut.empty());
+  // Killed right after the checkpoint's candidate is stored: the rest of its generation is
+  // still pending, and it is dropped on resume.
+  const int64_t last_measured = cut.front().back().id;
+  const int64_t position = std::find_if(candidates.begin(), candidates.end(),
+                                        [&](const auto& c) { return c.id == last_measured; }) -
+                           candidates.begin() + 1;
+  ReplayedRun pieces(21, 80, 0, {0}, {}, false);
+  pieces.RunDyingAfter(position);
+  const RunRecord killed = *pieces.store().FindRun(pieces.run_id());
+  CHECK(killed.state == RunState::kRunning);
+  CHECK(killed.finished_candidates == position);
+  CHECK(killed.pending_candidates == 8);
+  CHECK(pieces.Run().reason == StopReason::kBudget);
+  CHECK(pieces.Decisions() == whole.Decisions());
+
+  // Killed a candidate before it, the generation goes on to the checkpoint, then ends there.
+  ReplayedRun earlier(21, 80, 0, {0}, {}, false);
+  earlier.RunDyingAfter(position - 1);
+  CHECK(earlier.Run().reason == StopReason::kBudget);
+  CHECK(earlier.Decisions() == whole.Decisions());
+}
+
+TEST_CASE("three simulated GPUs re-plan as one does and measure nothing the re-plan drops",
+          "[search][gpus]") {
+  ReplayedRun one(21, 80, 0, {0}, {}, false);
+  ReplayedRun three(21, 80, 0, {0, 1, 2}, std::chrono::milliseconds(1), false);
+  CHECK(one.Run().reason == StopReason::kBudget);
+  CHECK(three.Run().reason == StopReason::kBudget);
+  CHECK(!CutGenerations(one.store().Candidates(one.run_id()), 16).empty());
+  CHECK(three.Decisions() == one.Decisions());
+  // Each stored candidate measured once; none of the dropped ones measured at all.
+  CHECK(one.evaluations() == 80);
+  CHECK(three.evaluations() == 80);
 }
 
 TEST_CASE("three simulated GPUs make the one-GPU search: candidates, outcomes, elite",

@@ -366,6 +366,39 @@ TEST_CASE("store: a candidate goes from pending to finished once", "[store]") {
                     Catch::Contains("has no candidate " + std::to_string(id + 1)));
 }
 
+TEST_CASE("store: dropping a run's pending candidates keeps every finished one and other runs",
+          "[store]") {
+  test::TempDir dir;
+  PopulationStore store(dir.path() / "p.db", Access::kReadWrite);
+  const int64_t run_id = store.CreateRun(MakeSpec());
+  const int64_t other_run = store.CreateRun(MakeSpec());
+  const std::vector<int64_t> ids = store.AddPending(
+      run_id, 0,
+      {{"cfg-a", MakeProposal(64)}, {"cfg-b", MakeProposal(128)}, {"cfg-c", MakeProposal(32)}});
+  store.AddPending(other_run, 0, {{"cfg-a", MakeProposal(64)}});
+  store.Finish(ids[0], MakeOutcome(Status::kMeasured, 5), MakeTiming(5));
+  const std::vector<CandidateRecord> elite = store.Elite(run_id);
+  const std::string before = store.FindRun(run_id)->updated_at;
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+
+  CHECK(store.DropPending(run_id) == 2);
+  CHECK(Ids(store.Candidates(run_id)) == std::vector<int64_t>{ids[0]});
+  CHECK(store.FindCandidate(ids[0])->state == CandidateState::kFinished);
+  CHECK(!store.FindCandidate(ids[1]));
+  CHECK(Ids(store.Elite(run_id)) == Ids(elite));
+  const RunRecord run = *store.FindRun(run_id);
+  CHECK(run.pending_candidates == 0);
+  CHECK(run.finished_candidates == 1);
+  CHECK(run.updated_at > before);
+  CHECK(store.FindRun(other_run)->pending_candidates == 1);
+
+  // A dropped configuration may be proposed again; nothing is left to drop.
+  CHECK(store.AddPending(run_id, 1, {{"cfg-b", MakeProposal(128)}}).size() == 1);
+  CHECK(store.DropPending(run_id) == 1);
+  CHECK(store.DropPending(run_id) == 0);
+  CHECK_THROWS_WITH(store.DropPending(other_run + 1), Catch::Contains("no run"));
+}
+
 TEST_CASE("store: a configuration appears once per run", "[store]") {
   test::TempDir dir;
   PopulationStore store(dir.path() / "p.db", Access::kReadWrite);
