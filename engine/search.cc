@@ -142,9 +142,7 @@ int GenerationsWithoutImprovement(const std::vector<CandidateRecord>& candidates
       }
     }
     if (!complete) break;
-    if (generation_best != nullptr &&
-        (best == nullptr ||
-         *generation_best->score_us() < *best->score_us() - ImprovementThresholdUs(*best))) {
+    if (generation_best != nullptr && (best == nullptr || Improves(*generation_best, *best))) {
       best = generation_best;
       stale = 0;
     } else if (space == nullptr || best == nullptr ||
@@ -351,9 +349,9 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
       }
     };
     // The lanes take the generation up to its checkpoint, then the rest unless the checkpoint
-    // drops it: a lane never starts a candidate that the decision may drop, so several GPUs
-    // measure what one would, and nothing measured is thrown away.
-    bool overtaken = false;
+    // drops it (at the top of the loop, as on a resume): a lane never starts a candidate that
+    // the decision may drop, so several GPUs measure what one would, and nothing measured is
+    // thrown away.
     while (offset < pending.size()) {
       const int before_checkpoint = checkpoint.Position() - checkpoint.finished();
       const size_t end =
@@ -365,14 +363,10 @@ SearchSummary Search::Run(const std::function<void(const SearchProgress&)>& on_p
                 hooks);
       if (stopped) break;
       offset = end;
-      if (options_.replan && checkpoint.Overtaken()) {
-        overtaken = true;
-        break;
-      }
+      if (options_.replan && checkpoint.Overtaken()) break;
     }
     if (guesses.valid()) guesses.get();
     if (stopped) return finish(*stopped);
-    if (overtaken) store_.DropPending(run_id_);
   }
 }
 
