@@ -410,8 +410,11 @@ std::vector<Genome> Evolution::Speculate(int generation, int count,
                                          const std::vector<CandidateRecord>& history,
                                          const std::vector<CandidateRecord>& elite) {
   // A generation's neighbours come first, and a neighbour of the incumbent is the likeliest new
-  // best: only the first few pending candidates get a plan of their own.
-  constexpr int kCentres = 4;
+  // best: only the first pending candidates get a plan of their own. Eight, a generation of 16 up
+  // to its checkpoint (engine/search.cc), where a new best cuts it short and the next generation
+  // is due at once: guessing around the first four left 100 candidates 9 % slower on the GPU
+  // than without the checkpoint, around eight 5 % (BENCHMARKS.md, thirty-first session).
+  constexpr int kCentres = 8;
   std::vector<Genome> guesses;
   // Before anything is timed the next generation is random draws: nothing to guess.
   if (FastestTimed(history) == nullptr) return guesses;

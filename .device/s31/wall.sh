@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 17, thirty-first session: the checkpoint at half a generation in wall time on the GPU.
-# The engine before (EVO_BASE, the bundle of 48e1730) and after (build-bundle/evo), each search
+# The engines named in BINS (name=path; by default before = EVO_BASE, the bundle of 48e1730, and
+# after = build-bundle/evo), each search
 # without the compile cache and starting points, budget 100, seeds 1 and 2; the summary gives
 # the wall time, and the candidate and seconds at which the run first came within 2 % of its own
 # best (the helper of .device/s20/wall.sh).
@@ -10,8 +11,8 @@ eval "$(sed -n '/^summary() {/,/^}/p' .device/s20/wall.sh)"  # summary DB
 for task in $TASKS; do
   t=${task%%,*}; shape=${task#*,}
   for seed in 1 2; do
-    for which in before after; do
-      bin=build-bundle/evo; [ $which = before ] && bin=$EVO_BASE
+    for entry in ${BINS:-before=$EVO_BASE after=build-bundle/evo}; do
+      which=${entry%%=*}; bin=${entry#*=}
       name=${t}_${seed}_$which
       db=$OUT/$name.db
       s=$(date +%s.%N)
