@@ -132,14 +132,24 @@ double WarpsPerSm(double registers, double threads, double smem, double smem_per
   return std::min({by_registers, by_smem, by_threads, kBlocksPerSm}) * warps;
 }
 
-std::vector<double> CostModel::Extend(std::vector<double> features, double registers) const {
+double RegisterDemand(const KernelResources& resources) {
+  return static_cast<double>(resources.registers) + static_cast<double>(resources.spill_stores) / 4;
+}
+
+std::vector<double> CostModel::Extend(std::vector<double> features, double register_demand) const {
   const double threads = features[features_.threads_index()];
   const double smem = features[features_.smem_index()];
   // The SM's shared memory: the opt-in limit per block and the 1 KiB the system reserves.
   const double smem_per_sm =
       static_cast<double>(features_.space().arch().max_smem_per_block_optin) + 1024;
-  features.push_back(registers);
-  features.push_back(registers > 0 ? WarpsPerSm(registers, threads, smem, smem_per_sm) : -1);
+  // A thread holds at most 255 registers (sm_80 and sm_90): what it asks for past that is
+  // spilled, not allocated.
+  constexpr double kMaxRegistersPerThread = 255;
+  features.push_back(register_demand);
+  features.push_back(register_demand > 0
+                         ? WarpsPerSm(std::min(register_demand, kMaxRegistersPerThread), threads,
+                                      smem, smem_per_sm)
+                         : -1);
   return features;
 }
 
@@ -147,17 +157,21 @@ void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random)
   std::vector<const CandidateRecord*> finished;
   std::vector<std::vector<double>> base;
   std::vector<std::vector<double>> compiled_rows;
-  std::vector<double> registers;
+  std::vector<double> demand;
   for (const CandidateRecord& record : history) {
     if (record.state != CandidateState::kFinished || !record.outcome.reached_gates()) continue;
     finished.push_back(&record);
     base.push_back(features_.Features(record.proposal.genome));
     if (record.outcome.resources) {
       compiled_rows.push_back(base.back());
-      registers.push_back(record.outcome.resources->registers);
+      demand.push_back(RegisterDemand(*record.outcome.resources));
     }
   }
-  registers_.Fit(compiled_rows, registers, random);
+  // Learned as demand, not as ptxas's count: capped at 255, the count is the same for the fastest
+  // kernels and for those spilling hundreds of bytes, and on sdpa_fp8 the model kept proposing
+  // variants of a spilling tile (200 seeds: 41 candidates to within 2 % with the count, 37 with
+  // the demand; BENCHMARKS.md, thirty-second session).
+  register_demand_.Fit(compiled_rows, demand, random);
 
   // Failed candidates enter the time model at the slowest time measured: a configuration that
   // cannot run is worth no more than the worst one that can, and its neighbourhood is where the
@@ -176,7 +190,7 @@ void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random)
     // the registers it will be given for configurations not compiled yet. Trained on the exact
     // ones, it split at "255 registers: failed" where the learned figure, an average of
     // neighbours, says 240 for the same configuration.
-    const double learned = registers_.empty() ? -1 : registers_.Predict(base[i]).mean;
+    const double learned = register_demand_.empty() ? -1 : register_demand_.Predict(base[i]).mean;
     rows.push_back(Extend(std::move(base[i]), learned));
     const TimingFigures* timing = record.outcome.timing();
     // A slow candidate was timed too: how slow it is teaches the model as much as a fast one.
@@ -204,8 +218,10 @@ void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random)
 
 CostEstimate CostModel::Predict(const std::vector<double>& features) const {
   CostEstimate estimate;
-  estimate.registers = registers_.empty() ? -1 : registers_.Predict(features).mean;
-  const RegressionForest::Prediction time = time_.Predict(Extend(features, estimate.registers));
+  estimate.register_demand =
+      register_demand_.empty() ? -1 : register_demand_.Predict(features).mean;
+  const RegressionForest::Prediction time =
+      time_.Predict(Extend(features, estimate.register_demand));
   estimate.log_us = time.mean;
   estimate.spread = std::max(time.spread, kMinSpread);
   return estimate;

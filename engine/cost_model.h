@@ -54,20 +54,27 @@ double BudgetShare(const Expression::UpperBound& budget, const Bindings& binding
 
 // A forecast for one configuration.
 struct CostEstimate {
-  double log_us = 0;     // the forecast of log(median us)
-  double spread = 0;     // the trees' disagreement about it, in the same units
-  double registers = 0;  // per thread, as ptxas would report them (learned); -1 unknown
+  double log_us = 0;  // the forecast of log(median us)
+  double spread = 0;  // the trees' disagreement about it, in the same units
+  // Registers per thread the configuration asks for (learned): ptxas's figure plus the 4-byte
+  // words it spills past the limit (RegisterDemand); -1 unknown.
+  double register_demand = 0;
 };
 
+// Registers per thread a compiled kernel asks for: ptxas's count, plus a register for each 4
+// bytes it spills. ptxas stops at 255 and spills the rest, so a kernel that just fits and one far
+// past the limit both report 255; their spills tell them apart.
+double RegisterDemand(const KernelResources& resources);
+
 // A model of the run's landscape, learned from its finished candidates in two stages. First a
-// regression forest learns registers per thread from every compiled candidate (ptxas reports
-// them for resource rejects too); with the threads and shared memory a configuration asks for,
-// they give its occupancy (warps per SM), which knob positions alone express only through many
-// splits. Then a forest learns log time over the features plus registers and occupancy (the
-// learned ones everywhere, so that it reads what it will be given for the unexplored) from
-// the timed candidates (measured and slow) and the failed ones (compile errors, resource
-// rejects, runtime errors, timeouts, wrong results), which count as slow as the slowest timed
-// one. The search ranks unexplored configurations by expected improvement over the best log
+// regression forest learns the register demand per thread from every compiled candidate (ptxas
+// reports registers and spills for resource rejects too); with the threads and shared memory a
+// configuration asks for, it gives its occupancy (warps per SM), which knob positions alone
+// express only through many splits. Then a forest learns log time over the features plus registers
+// and occupancy (the learned ones everywhere, so that it reads what it will be given for the
+// unexplored) from the timed candidates (measured and slow) and the failed ones (compile errors,
+// resource rejects, runtime errors, timeouts, wrong results), which count as slow as the slowest
+// timed one. The search ranks unexplored configurations by expected improvement over the best log
 // time so far and measures only the most promising.
 class CostModel {
  public:
@@ -92,11 +99,11 @@ class CostModel {
   std::optional<double> best_log_us() const { return best_log_us_; }
 
  private:
-  // `features` with registers and the occupancy they allow appended.
-  std::vector<double> Extend(std::vector<double> features, double registers) const;
+  // `features` with the register demand and the occupancy it allows appended.
+  std::vector<double> Extend(std::vector<double> features, double register_demand) const;
 
   const FeatureMap& features_;
-  RegressionForest registers_;
+  RegressionForest register_demand_;
   RegressionForest time_;
   int timed_ = 0;
   int failed_ = 0;

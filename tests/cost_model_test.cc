@@ -218,8 +218,9 @@ TEST_CASE("budgets are the constraints that hold a quantity under a bound", "[en
   CHECK(BudgetShare(budgets[1].second, {{"X", 4}, {"D", 0}}) == -1);
 }
 
-// A made-up landscape over sdpa_fp16's space: a time with one best configuration, registers
-// that grow with rows per warp and tile width, and spills (a resource reject) past 200.
+// A made-up landscape over sdpa_fp16's space: a time with one best configuration, a register
+// demand that grows with rows per warp, tile width and stages, and, as ptxas does, at most 255
+// registers with the rest spilled (a resource reject).
 struct SyntheticKernel {
   double Time(const Genome& g) const {
     const auto position = [&](const std::string& knob) {
@@ -232,7 +233,8 @@ struct SyntheticKernel {
            1.5 * static_cast<double>(g.at("PERSISTENT"));
   }
   int Registers(const Genome& g) const {
-    return static_cast<int>(40 + g.at("BLOCK_M") / g.at("NUM_WARPS") * g.at("BLOCK_N") / 16);
+    return static_cast<int>(40 + g.at("BLOCK_M") / g.at("NUM_WARPS") * g.at("BLOCK_N") / 16 +
+                            24 * g.at("STAGES"));
   }
   CandidateRecord Record(int64_t id, const Genome& genome) const {
     CandidateRecord record;
@@ -241,7 +243,7 @@ struct SyntheticKernel {
     record.state = CandidateState::kFinished;
     KernelResources resources;
     resources.registers = std::min(255, Registers(genome));
-    resources.spill_stores = Registers(genome) > 200 ? 64 : 0;
+    resources.spill_stores = 4 * std::max(0, Registers(genome) - 255);
     record.outcome.resources = resources;
     if (resources.spills()) {
       record.outcome.status = Status::kResourceReject;
@@ -256,7 +258,7 @@ struct SyntheticKernel {
   }
 };
 
-TEST_CASE("the cost model learns a synthetic landscape: times, registers and failures",
+TEST_CASE("the cost model learns a synthetic landscape: times, register demand and failures",
           "[engine][model]") {
   const SyntheticKernel kernel;
   const std::vector<Genome> all = test::SdpaSpaceWithoutSplitKnobs().Enumerate();
@@ -282,6 +284,9 @@ TEST_CASE("the cost model learns a synthetic landscape: times, registers and fai
   std::vector<double> true_time;
   std::vector<double> predicted_registers;
   std::vector<double> true_registers;
+  // Of the configurations that spill, whose reported count is 255 for all.
+  std::vector<double> predicted_spilling;
+  std::vector<double> true_spilling;
   std::vector<std::pair<double, double>> by_forecast;  // (forecast, true time; failed: +inf)
   int failures = 0;
   int failures_predicted_slow = 0;
@@ -299,8 +304,12 @@ TEST_CASE("the cost model learns a synthetic landscape: times, registers and fai
   for (size_t i = kHistory; i < order.size(); ++i) {
     const CandidateRecord truth = kernel.Record(0, order[i]);
     const CostEstimate estimate = model.Predict(order[i]);
-    predicted_registers.push_back(estimate.registers);
+    predicted_registers.push_back(estimate.register_demand);
     true_registers.push_back(kernel.Registers(order[i]));
+    if (kernel.Registers(order[i]) > 255) {
+      predicted_spilling.push_back(estimate.register_demand);
+      true_spilling.push_back(kernel.Registers(order[i]));
+    }
     if (truth.outcome.status == Status::kMeasured) {
       predicted_time.push_back(estimate.log_us);
       true_time.push_back(truth.outcome.timing()->median_us);
@@ -314,6 +323,9 @@ TEST_CASE("the cost model learns a synthetic landscape: times, registers and fai
   }
   CHECK(Concordance(predicted_time, true_time) > 0.8);
   CHECK(Concordance(predicted_registers, true_registers) > 0.8);
+  // The demand past 255 is learned from the spills: how far past the limit a configuration is.
+  REQUIRE(predicted_spilling.size() > 10);
+  CHECK(Concordance(predicted_spilling, true_spilling) > 0.8);
   REQUIRE(failures > 10);
   // Chance: half of them.
   CHECK(failures_predicted_slow * 3 > failures * 2);
