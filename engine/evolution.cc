@@ -74,31 +74,6 @@ const CandidateRecord* FastestTimed(const std::vector<CandidateRecord>& history)
   return best;
 }
 
-// Orders a generation taken share after share (`ends`: where the neighbours, the marginal picks
-// and the model's picks end; the random picks follow) so that each share is spread evenly over
-// it, in its own order: the k-th of a share of n stands at (k + 1/2) / n of the generation, ties
-// to the earlier share. A generation may stop at its checkpoint half-way (engine/search.cc), and
-// taken share after share its first half was the neighbours and the marginal picks alone: every
-// cut dropped all of the model's picks, which on sdpa_fp8 are what finds the best (200 seeds: 49
-// candidates to within 2 %, spread 41; BENCHMARKS.md, thirty-second session).
-void SpreadShares(const std::array<size_t, 3>& ends, std::vector<Proposal>& proposals) {
-  const std::array<size_t, 5> bounds = {0, std::min(ends[0], proposals.size()),
-                                        std::min(ends[1], proposals.size()),
-                                        std::min(ends[2], proposals.size()), proposals.size()};
-  std::vector<std::pair<double, size_t>> order;
-  for (size_t share = 0; share + 1 < bounds.size(); ++share) {
-    const auto size = static_cast<double>(bounds[share + 1] - bounds[share]);
-    for (size_t i = bounds[share]; i < bounds[share + 1]; ++i)
-      order.emplace_back((static_cast<double>(i - bounds[share]) + 0.5) / size, i);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<Proposal> spread;
-  spread.reserve(proposals.size());
-  for (const auto& [position, i] : order) spread.push_back(std::move(proposals[i]));
-  proposals = std::move(spread);
-}
-
 }  // namespace
 
 // How many of the slots [first, first + count) after generation 0 go to each share. Slot by
@@ -369,7 +344,6 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
   std::erase_if(pool, [&](const Ranked& ranked) { return seen.count(ranked.genome) > 0; });
   std::stable_sort(pool.begin(), pool.end(), Better);
 
-  const size_t after_neighbours = proposals.size();
   // The configurations whose knob values the fastest candidates share most, each knob read
   // alone (engine/knob_marginals): where the model is still unsure of the best's region, they
   // combine what each knob's fastest value says. Ties keep the model's order.
@@ -390,7 +364,6 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
     }
   }
 
-  const size_t after_marginals = proposals.size();
   // The best-ranked, leaving room for the random share. The generation's candidates are
   // measured before the model learns from any of them, so they should not all bet on one
   // guess: once a configuration is taken, those one or two knobs away from it count less.
@@ -419,7 +392,6 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
       discount(ranked.genome);
     }
   }
-  const size_t after_model = proposals.size();
   std::vector<size_t> rest;
   for (size_t i = 0; i < pool.size(); ++i) {
     if (!used[i]) rest.push_back(i);
@@ -431,7 +403,6 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
     take({ranked.genome, "random", std::nullopt, std::nullopt});
   }
   fill_randomly();
-  SpreadShares({after_neighbours, after_marginals, after_model}, proposals);
   return proposals;
 }
 

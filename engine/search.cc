@@ -70,11 +70,10 @@ class GenerationCheckpoint {
   // proposed now: one of the candidates before the checkpoint beat the incumbent the generation
   // was proposed around, so the rest were chosen around a best that no longer is, and the new
   // best's one-knob neighbours (where the next better one likeliest is) would wait for them.
-  // Not before half: a generation's first half holds half of each of its shares (Evolution
-  // spreads them over its order), worth measuring whatever the new best; dropping at every
-  // improvement turned the search into a hill climb that stalled (BENCHMARKS.md, 2026-11-24).
-  // Only at half, not at every improvement after it: a lane must not start a candidate that a
-  // decision may drop.
+  // Not before half: a generation's first half is the incumbent's neighbours and the knobs'
+  // marginal picks, worth measuring whatever the new best; dropping at every improvement turned
+  // the search into a hill climb that stalled (BENCHMARKS.md, 2026-11-24). Only at half, not at
+  // every improvement after it: a lane must not start a candidate that a decision may drop.
   bool Overtaken() const { return improved_ && finished_ >= Position() && finished_ < size_; }
 
  private:
