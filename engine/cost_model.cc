@@ -123,9 +123,12 @@ double WarpsPerSm(double registers, double threads, double smem, double smem_per
   constexpr double kRegisterUnit = 256;  // registers are allocated per warp in these units
   constexpr double kThreadsPerSm = 2048;
   constexpr double kBlocksPerSm = 32;
+  // A thread holds at most 255 registers: what it asks for past that is spilled, not allocated.
+  constexpr double kMaxRegistersPerThread = 255;
   if (threads <= 0) return -1;
   const double warps = std::ceil(threads / 32);
-  const double per_warp = std::ceil(std::max(registers, 1.0) * 32 / kRegisterUnit) * kRegisterUnit;
+  const double allocated = std::clamp(registers, 1.0, kMaxRegistersPerThread);
+  const double per_warp = std::ceil(allocated * 32 / kRegisterUnit) * kRegisterUnit;
   const double by_registers = std::floor(kRegistersPerSm / (per_warp * warps));
   const double by_smem = smem > 0 ? std::floor(smem_per_sm / smem) : kBlocksPerSm;
   const double by_threads = std::floor(kThreadsPerSm / threads);
@@ -142,14 +145,9 @@ std::vector<double> CostModel::Extend(std::vector<double> features, double regis
   // The SM's shared memory: the opt-in limit per block and the 1 KiB the system reserves.
   const double smem_per_sm =
       static_cast<double>(features_.space().arch().max_smem_per_block_optin) + 1024;
-  // A thread holds at most 255 registers (sm_80 and sm_90): what it asks for past that is
-  // spilled, not allocated.
-  constexpr double kMaxRegistersPerThread = 255;
   features.push_back(register_demand);
-  features.push_back(register_demand > 0
-                         ? WarpsPerSm(std::min(register_demand, kMaxRegistersPerThread), threads,
-                                      smem, smem_per_sm)
-                         : -1);
+  features.push_back(register_demand > 0 ? WarpsPerSm(register_demand, threads, smem, smem_per_sm)
+                                         : -1);
   return features;
 }
 

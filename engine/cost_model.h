@@ -70,8 +70,8 @@ double RegisterDemand(const KernelResources& resources);
 // regression forest learns the register demand per thread from every compiled candidate (ptxas
 // reports registers and spills for resource rejects too); with the threads and shared memory a
 // configuration asks for, it gives its occupancy (warps per SM), which knob positions alone
-// express only through many splits. Then a forest learns log time over the features plus registers
-// and occupancy (the learned ones everywhere, so that it reads what it will be given for the
+// express only through many splits. Then a forest learns log time over the features plus register
+// demand and occupancy (the learned ones everywhere, so that it reads what it will be given for the
 // unexplored) from the timed candidates (measured and slow) and the failed ones (compile errors,
 // resource rejects, runtime errors, timeouts, wrong results), which count as slow as the slowest
 // timed one. The search ranks unexplored configurations by expected improvement over the best log
@@ -115,9 +115,10 @@ class CostModel {
 // far below the best the forecast is.
 double LogExpectedImprovement(double gain, double spread);
 
-// Resident warps per SM of a kernel with these registers per thread, threads per block and
-// shared memory per block (bytes), on sm_80/sm_90-like SMs: 64 K registers in units of 256 per
-// warp, `smem_per_sm` bytes, 2048 threads, 32 blocks.
+// Resident warps per SM of a kernel with these registers per thread (a demand past the 255 a
+// thread can hold counts as 255: the rest is spilled), threads per block and shared memory per
+// block (bytes), on sm_80/sm_90-like SMs: 64 K registers in units of 256 per warp,
+// `smem_per_sm` bytes, 2048 threads, 32 blocks.
 double WarpsPerSm(double registers, double threads, double smem, double smem_per_sm);
 
 }  // namespace evo

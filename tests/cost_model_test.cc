@@ -161,6 +161,8 @@ TEST_CASE("warps per SM follow registers, threads and shared memory", "[engine][
   // 255 registers round up to 256 per thread: 8 K per warp, 8 warps at most.
   CHECK(WarpsPerSm(255, 256, 0, kSmem) == 8);
   CHECK(WarpsPerSm(255, -1, 0, kSmem) == -1);
+  // A demand past 255 is spilled: the thread still holds 255.
+  CHECK(WarpsPerSm(400, 256, 0, kSmem) == 8);
 }
 
 TEST_CASE(
@@ -232,7 +234,7 @@ struct SyntheticKernel {
            4.0 * static_cast<double>(1 - g.at("FAST_EXP")) +
            1.5 * static_cast<double>(g.at("PERSISTENT"));
   }
-  int Registers(const Genome& g) const {
+  int RegisterDemand(const Genome& g) const {
     return static_cast<int>(40 + g.at("BLOCK_M") / g.at("NUM_WARPS") * g.at("BLOCK_N") / 16 +
                             24 * g.at("STAGES"));
   }
@@ -242,8 +244,8 @@ struct SyntheticKernel {
     record.proposal.genome = genome;
     record.state = CandidateState::kFinished;
     KernelResources resources;
-    resources.registers = std::min(255, Registers(genome));
-    resources.spill_stores = 4 * std::max(0, Registers(genome) - 255);
+    resources.registers = std::min(255, RegisterDemand(genome));
+    resources.spill_stores = 4 * std::max(0, RegisterDemand(genome) - 255);
     record.outcome.resources = resources;
     if (resources.spills()) {
       record.outcome.status = Status::kResourceReject;
@@ -305,10 +307,10 @@ TEST_CASE("the cost model learns a synthetic landscape: times, register demand a
     const CandidateRecord truth = kernel.Record(0, order[i]);
     const CostEstimate estimate = model.Predict(order[i]);
     predicted_registers.push_back(estimate.register_demand);
-    true_registers.push_back(kernel.Registers(order[i]));
-    if (kernel.Registers(order[i]) > 255) {
+    true_registers.push_back(kernel.RegisterDemand(order[i]));
+    if (kernel.RegisterDemand(order[i]) > 255) {
       predicted_spilling.push_back(estimate.register_demand);
-      true_spilling.push_back(kernel.Registers(order[i]));
+      true_spilling.push_back(kernel.RegisterDemand(order[i]));
     }
     if (truth.outcome.status == Status::kMeasured) {
       predicted_time.push_back(estimate.log_us);
