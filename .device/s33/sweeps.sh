@@ -8,14 +8,8 @@ set -u
 E=build-bundle/evo
 S=${SWEEP_S:-285}
 mkdir -p $OUT
-sweep() {
-  local name=$1; shift
-  [ -f .device/s33/$name.jsonl ] && cp .device/s33/$name.jsonl $OUT/$name.jsonl
-  local start=$(date +%s)
-  timeout $S $E sweep "$@" --out $OUT/$name.jsonl < /dev/null > $OUT/$name.log 2>&1
-  echo "== $name: rc $?, $(( $(date +%s) - start )) s, $(( $(wc -l < $OUT/$name.jsonl) - 1 )) configurations"
-  tail -3 $OUT/$name.log | cut -c1-200
-}
+CONTINUE=.device/s33
+source .device/sweep_lib.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 for w in ${WHICH:-d e}; do
   case $w in
