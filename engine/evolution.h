@@ -55,8 +55,8 @@ GenerationShares SharesOfSlots(const EvolutionOptions& options, int64_t first, i
 // ranked by expected improvement over the best time, and the generation takes the incumbent's
 // best-ranked unexplored one-knob neighbours, then the configurations whose knob values the
 // fastest candidates share most (engine/knob_marginals), then the best-ranked of the rest, then a
-// few random ones. A configuration
-// already in the history or earlier in the same generation is never proposed again.
+// few random ones. A configuration already in the history or earlier in the same generation is
+// never proposed again.
 //
 // Deterministic: the proposals depend only on (seed, generation, history), so a run resumed
 // from its database proposes exactly what the uninterrupted run would have.
