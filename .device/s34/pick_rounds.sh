@@ -1,0 +1,19 @@
+# Issue 15: at 4,16,4096,128 fp16, the 160-key kernel with SOFTMAX_WARP_SYNC (80.48 % of the
+# tensor pipe on the H100) against the twenty-seventh session's 128-key pick: ncu once each, then
+# `evo bench` at the GPU's own clocks in ROUNDS interleaved rounds (order alternating), to see
+# whether the busier kernel is slower in time at the power limit, or the two only trade places.
+set -u
+exec > >(tee $OUT/pick_rounds.log) 2>&1
+source .device/ncu_prof.sh
+COMMON="FAST_EXP=1 INTRA_OVERLAP=1 KV_INTERLEAVE=0 LAST_CTA_COMBINES=0 NUM_CONSUMERS=2 PACK_GQA=0 PERSISTENT=1 PINGPONG=1 PRODUCER_REGS=24 RESCALE_UNDER_QK=1 SPLITS=1 STAGES=2 TMA_STORE=1 STREAM_K=1"
+PICK="$COMMON BLOCK_N=128 SOFTMAX_WARP_SYNC=1"
+W160="$COMMON BLOCK_N=160 SOFTMAX_WARP_SYNC=1"
+prof "[160 sws ncu]" "" 4,16,4096,128 $W160
+prof "[pick ncu]" "" 4,16,4096,128 $PICK
+for round in $(seq 1 ${ROUNDS:-8}); do
+  if [ $((round % 2)) = 1 ]; then
+    bench "[r$round pick]" 4,16,4096,128 $PICK; bench "[r$round 160 sws]" 4,16,4096,128 $W160
+  else
+    bench "[r$round 160 sws]" 4,16,4096,128 $W160; bench "[r$round pick]" 4,16,4096,128 $PICK
+  fi
+done
