@@ -15,8 +15,11 @@ Compiles: a search's compiles run ahead of its GPUs on every core, and at D=128 
 seconds, so with a cold cache two GPUs can wait for NVRTC and the ratio measures the CPU. By
 default (--cache warm) a first, untimed search of each shape on all the GPUs, with --warm-budget
 candidates (twice the budget), fills a compile cache, and each timed run starts from its own copy
-of it: they differ in what they measure, not in what is compiled for them. The share of compiles
-each timed run found in the cache is printed. --cache cold gives each timed run an empty cache.
+of it. The cache holds what the warm-up proposed, and a timed run leaves that path as soon as its
+measurements differ: on two H200s a third of each timed run's compiles were still new, with a
+warm-up of 128 or of 512 (BENCHMARKS.md, issue 20), and where a candidate measures faster than a
+compile those set the pace. So the share of compiles each timed run found in the cache is printed
+beside the ratio. --cache cold gives each timed run an empty cache.
 
 --replay FILE replays a recording on simulated GPUs instead (`evo run --replay FILE --gpus LIST
 --replay-delay-ms N`): the recording's task replaces --shapes, and the script runs where there
