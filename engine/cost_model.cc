@@ -151,6 +151,10 @@ std::vector<double> CostModel::Extend(std::vector<double> features, double regis
   return features;
 }
 
+double CostModel::LearnedDemand(const std::vector<double>& features) const {
+  return register_demand_.empty() ? -1 : register_demand_.Predict(features).mean;
+}
+
 void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random) {
   std::vector<const CandidateRecord*> finished;
   std::vector<std::vector<double>> base;
@@ -187,7 +191,7 @@ void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random)
     // the registers it will be given for configurations not compiled yet. Trained on the exact
     // ones, it split at "255 registers: failed" where the learned figure, an average of
     // neighbours, says 240 for the same configuration.
-    const double learned = register_demand_.empty() ? -1 : register_demand_.Predict(base[i]).mean;
+    const double learned = LearnedDemand(base[i]);
     rows.push_back(Extend(std::move(base[i]), learned));
     const TimingFigures* timing = record.outcome.timing();
     // A slow candidate was timed too: how slow it is teaches the model as much as a fast one.
@@ -215,8 +219,7 @@ void CostModel::Fit(const std::vector<CandidateRecord>& history, Random& random)
 
 CostEstimate CostModel::Predict(const std::vector<double>& features) const {
   CostEstimate estimate;
-  estimate.register_demand =
-      register_demand_.empty() ? -1 : register_demand_.Predict(features).mean;
+  estimate.register_demand = LearnedDemand(features);
   const RegressionForest::Prediction time =
       time_.Predict(Extend(features, estimate.register_demand));
   estimate.log_us = time.mean;

@@ -101,6 +101,8 @@ class CostModel {
  private:
   // `features` with the register demand and the occupancy it allows appended.
   std::vector<double> Extend(std::vector<double> features, double register_demand) const;
+  // The register demand the first forest forecasts for `features`; -1 before it learned any.
+  double LearnedDemand(const std::vector<double>& features) const;
 
   const FeatureMap& features_;
   RegressionForest register_demand_;
