@@ -164,10 +164,17 @@ std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elit
     const CandidateRecord& fastest = retimed.front();
     size_t pick = 0;
     if (fastest.side_by_side->median_cycles) {
+      const double fastest_us = fastest.side_by_side->median_us;
+      const double fastest_cycles = *fastest.side_by_side->median_cycles;
       for (size_t i = 1; i < retimed.size(); ++i) {
         const std::optional<double>& other = retimed[i].side_by_side->median_cycles;
+        // The cycles must say more than the time: a candidate behind by a larger fraction of
+        // time than the fraction of cycles it saves ran at a lower clock through the re-timing,
+        // and at the power limit that is the kernel's own doing (a busier kernel draws a lower
+        // clock; one that leaves SMs idle, a higher), which a user's calls see too.
         if (other && *other < *retimed[pick].side_by_side->median_cycles &&
-            !retiming->ClearlySlower(retimed[i].id, fastest.id)) {
+            !retiming->ClearlySlower(retimed[i].id, fastest.id) &&
+            1 - *other / fastest_cycles > retimed[i].side_by_side->median_us / fastest_us - 1) {
           pick = i;
         }
       }

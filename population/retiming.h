@@ -74,11 +74,13 @@ std::vector<CandidateRecord> SelectContenders(const std::vector<CandidateRecord>
 // best first by score), and `retimed` holds the candidates it timed (best first by score):
 // elite.size() of them, each carrying its SideBySide, place by place: the fastest left by the
 // re-timing's medians (equal medians in score order), unless candidates the re-timing cannot
-// tell slower than it (Retiming::ClearlySlower) took fewer SM cycles per call; then the one of
-// those with the fewest. So a close contender that is faster side by side takes the place of the
-// slowest member, and where time cannot tell two kernels apart, the one that does the work in
-// fewer cycles comes first: at any clock the two shared, it would be the faster. Otherwise (no
-// re-timing, or the score's elite changed since) `elite`.
+// tell slower than it (Retiming::ClearlySlower) took fewer SM cycles per call, by a larger
+// fraction than the fraction of time they are behind it; then the one of those with the fewest.
+// So a close contender that is faster side by side takes the place of the slowest member, and
+// where time cannot tell two kernels apart, the one that does the work in fewer cycles comes
+// first: at any clock the two shared, it would be the faster. But not one that saves fewer
+// cycles than it loses time: it ran at a lower clock throughout, which at the power limit is the
+// kernel's own. Otherwise (no re-timing, or the score's elite changed since) `elite`.
 std::vector<CandidateRecord> EliteBySideBySide(std::vector<CandidateRecord> elite,
                                                std::vector<CandidateRecord> retimed,
                                                const std::optional<Retiming>& retiming);

@@ -247,6 +247,33 @@ TEST_CASE(
   CHECK(Ids(EliteBySideBySide(elite, elite, no_clocks)) == std::vector<int64_t>{1, 2, 3});
 }
 
+TEST_CASE(
+    "EliteBySideBySide: fewer cycles take the place only where they save more than the time they "
+    "lose",
+    "[retime][cycles]") {
+  // Two re-timings of sdpa_hopper at 4,16,4096,128 fp16 (us per round, mean MHz of the rounds).
+  // Twenty-fifth session, H100: #9 is 0.55 % behind #49 by median, not clearly slower (faster
+  // in round 2), and takes 3.4 % fewer cycles: it comes first.
+  const Retiming h100 = WithRounds(25, {{49, {953.31, 934.53, 935.94, 953.22}, 1423},
+                                        {9, {957.92, 943.39, 904.13, 956.19}, 1367}});
+  CHECK_FALSE(h100.ClearlySlower(9, 49));
+  const std::vector<CandidateRecord> two = {Scored(49, 10), Scored(9, 10.1)};
+  CHECK(Ids(EliteBySideBySide(two, two, h100)) == std::vector<int64_t>{9, 49});
+  // Thirty-fifth session, H200: #32 is not clearly slower than #47 (faster in round 3) and takes
+  // 0.11 % fewer cycles, but is 0.96 % behind by median at 1 % lower clocks: #47, the faster,
+  // stays first.
+  const Retiming h200 = WithRounds(35, {{47, {903.42, 867.55, 904.19, 929.73}, 1455},
+                                        {32, {913.12, 918.91, 911.07, 911.84}, 1439.5}});
+  CHECK_FALSE(h200.ClearlySlower(32, 47));
+  REQUIRE(h200.MedianCycles().at(32) < h200.MedianCycles().at(47));
+  const std::vector<CandidateRecord> pair = {Scored(32, 10), Scored(47, 10.1)};
+  CHECK(Ids(EliteBySideBySide(pair, pair, h200)) == std::vector<int64_t>{47, 32});
+  // The same with #32 saving 2 % of the cycles (at 1414 MHz): it comes first.
+  const Retiming saving = WithRounds(36, {{47, {903.42, 867.55, 904.19, 929.73}, 1455},
+                                          {32, {913.12, 918.91, 911.07, 911.84}, 1414}});
+  CHECK(Ids(EliteBySideBySide(pair, pair, saving)) == std::vector<int64_t>{32, 47});
+}
+
 // Candidates ordered as a GPU that never warmed would time them (ties in the given order).
 std::vector<CandidateRecord> ByTrueSpeed(std::vector<CandidateRecord> members) {
   std::stable_sort(members.begin(), members.end(),
