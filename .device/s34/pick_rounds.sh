@@ -7,7 +7,6 @@ exec > >(tee $OUT/pick_rounds.log) 2>&1
 source .device/ncu_prof.sh
 source .device/s34/knobs.sh
 PICK=$S27_PICK
-W160="$HOPPER_BASE BLOCK_N=160 SOFTMAX_WARP_SYNC=1 STREAM_K=1"
 prof "[160 sws ncu]" "" 4,16,4096,128 $W160
 prof "[pick ncu]" "" 4,16,4096,128 $PICK
 for round in $(seq 1 ${ROUNDS:-8}); do

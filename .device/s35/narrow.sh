@@ -23,7 +23,6 @@ echo "[sass nt0 vs nt1] $(diff $OUT/sass_nt0.txt $OUT/sass_nt1.txt | grep -c '^[
 source .device/ncu_prof.sh
 source .device/s34/knobs.sh
 PICK=$S27_PICK
-W160="$HOPPER_BASE BLOCK_N=160 SOFTMAX_WARP_SYNC=1 STREAM_K=1"
 # The 176- and 192-key kernels without the O tile (TMA_STORE=0; with it the tiles do not fit),
 # 192 without PINGPONG (with it, it spills).
 W176="${HOPPER_BASE/TMA_STORE=1/TMA_STORE=0} BLOCK_N=176 SOFTMAX_WARP_SYNC=0 STREAM_K=1"
