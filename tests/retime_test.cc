@@ -251,7 +251,8 @@ TEST_CASE(
     "EliteBySideBySide: fewer cycles take the place only where they save more than the time they "
     "lose",
     "[retime][cycles]") {
-  // Two re-timings of sdpa_hopper at 4,16,4096,128 fp16 (us per round, mean MHz of the rounds).
+  // Two re-timings of sdpa_hopper at 4,16,4096,128 fp16: us per round, and one clock per
+  // candidate that gives the median cycles the re-timing measured.
   // Twenty-fifth session, H100: #9 is 0.55 % behind #49 by median, not clearly slower (faster
   // in round 2), and takes 3.4 % fewer cycles: it comes first.
   const Retiming h100 = WithRounds(25, {{49, {953.31, 934.53, 935.94, 953.22}, 1423},
@@ -268,7 +269,7 @@ TEST_CASE(
   REQUIRE(h200.MedianCycles().at(32) < h200.MedianCycles().at(47));
   const std::vector<CandidateRecord> pair = {Scored(32, 10), Scored(47, 10.1)};
   CHECK(Ids(EliteBySideBySide(pair, pair, h200)) == std::vector<int64_t>{47, 32});
-  // The same with #32 saving 2 % of the cycles (at 1414 MHz): it comes first.
+  // The same with #32 saving 1.9 % of the cycles (at 1414 MHz): it comes first.
   const Retiming saving = WithRounds(36, {{47, {903.42, 867.55, 904.19, 929.73}, 1455},
                                           {32, {913.12, 918.91, 911.07, 911.84}, 1414}});
   CHECK(Ids(EliteBySideBySide(pair, pair, saving)) == std::vector<int64_t>{32, 47});
