@@ -6,13 +6,12 @@ set -u
 exec > >(tee $OUT/pick_rounds.log) 2>&1
 source .device/ncu_prof.sh
 source .device/s34/knobs.sh
-PICK=$S27_PICK
 prof "[160 sws ncu]" "" 4,16,4096,128 $W160
-prof "[pick ncu]" "" 4,16,4096,128 $PICK
+prof "[pick ncu]" "" 4,16,4096,128 $S27_PICK
 for round in $(seq 1 ${ROUNDS:-8}); do
   if [ $((round % 2)) = 1 ]; then
-    bench "[r$round pick]" 4,16,4096,128 $PICK; bench "[r$round 160 sws]" 4,16,4096,128 $W160
+    bench "[r$round pick]" 4,16,4096,128 $S27_PICK; bench "[r$round 160 sws]" 4,16,4096,128 $W160
   else
-    bench "[r$round 160 sws]" 4,16,4096,128 $W160; bench "[r$round pick]" 4,16,4096,128 $PICK
+    bench "[r$round 160 sws]" 4,16,4096,128 $W160; bench "[r$round pick]" 4,16,4096,128 $S27_PICK
   fi
 done

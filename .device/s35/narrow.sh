@@ -22,7 +22,6 @@ echo "[sass head vs nt0] $(diff $OUT/sass_head.txt $OUT/sass_nt0.txt | grep -c '
 echo "[sass nt0 vs nt1] $(diff $OUT/sass_nt0.txt $OUT/sass_nt1.txt | grep -c '^[<>]') lines differ"
 source .device/ncu_prof.sh
 source .device/s34/knobs.sh
-PICK=$S27_PICK
 # The 176- and 192-key kernels without the O tile (TMA_STORE=0; with it the tiles do not fit),
 # 192 without PINGPONG (with it, it spills).
 W176="${HOPPER_BASE/TMA_STORE=1/TMA_STORE=0} BLOCK_N=176 SOFTMAX_WARP_SYNC=0 STREAM_K=1"
@@ -38,14 +37,14 @@ for nt in 0 1; do
 done
 for round in $(seq 1 ${ROUNDS:-4}); do
   case $((round % 3)) in
-    1) bench "[r$round pick]" 4,16,4096,128 $PICK
+    1) bench "[r$round pick]" 4,16,4096,128 $S27_PICK
        bench "[r$round 160 nt1]" 4,16,4096,128 $W160 NARROW_TAIL=1
        bench "[r$round 160 nt0]" 4,16,4096,128 $W160 NARROW_TAIL=0 ;;
     2) bench "[r$round 160 nt1]" 4,16,4096,128 $W160 NARROW_TAIL=1
        bench "[r$round 160 nt0]" 4,16,4096,128 $W160 NARROW_TAIL=0
-       bench "[r$round pick]" 4,16,4096,128 $PICK ;;
+       bench "[r$round pick]" 4,16,4096,128 $S27_PICK ;;
     0) bench "[r$round 160 nt0]" 4,16,4096,128 $W160 NARROW_TAIL=0
-       bench "[r$round pick]" 4,16,4096,128 $PICK
+       bench "[r$round pick]" 4,16,4096,128 $S27_PICK
        bench "[r$round 160 nt1]" 4,16,4096,128 $W160 NARROW_TAIL=1 ;;
   esac
 done
