@@ -97,6 +97,22 @@ const SplitCase kStreamKCases[] = {
      {3, 5, 5, 1500, 1300, 128, 0, 1}},
 };
 
+// CAUSAL_PAIRS settings, each with a causal problem (as kSplitCases): pairs in fewer CTAs than
+// the grid could have, whole rounds of pairs and a stream-K tail with a single tile left over
+// (297 tiles), an odd tile count without STREAM_K (135 tiles), a tail alone, packed grouped heads
+// with S_kv < S_q, D = 64, 128 and 256, both dtypes.
+const SplitCase kCausalPairCases[] = {
+    {"PERSISTENT=1 CAUSAL_PAIRS=1", {2, 8, 8, 2048, 2048, 128, 1, 0}},
+    {"PERSISTENT=1 CAUSAL_PAIRS=1 STREAM_K=1", {1, 9, 9, 4200, 4200, 128, 1, 1}},
+    {"PERSISTENT=1 CAUSAL_PAIRS=1 NUM_CONSUMERS=3 BLOCK_N=64 TMA_STORE=0",
+     {3, 5, 5, 1700, 1700, 64, 1, 0}},
+    {"PERSISTENT=1 CAUSAL_PAIRS=1 STREAM_K=1 TMA_STORE=0 RESCALE_UNDER_QK=1",
+     {3, 5, 5, 1100, 1100, 128, 1, 1}},
+    {"PERSISTENT=1 CAUSAL_PAIRS=1 PACK_GQA=1", {2, 8, 2, 700, 300, 128, 1, 0}},
+    {"PERSISTENT=1 CAUSAL_PAIRS=1 BLOCK_N=80 TMA_STORE=0 RESCALE_UNDER_QK=1 SOFTMAX_WARP_SYNC=1",
+     {1, 3, 3, 1000, 1000, 256, 1, 0}},
+};
+
 // The problem a SplitCase is meant for.
 Problem CaseProblem(const Manifest& manifest, const SplitCase& c) {
   const int64_t* p = c.problem;
@@ -212,13 +228,39 @@ TEST_CASE("sdpa_hopper compiles for sm_90a across its space, or a named constrai
   }
 }
 
+TEST_CASE("sdpa_hopper refuses CAUSAL_PAIRS without a persistent, unsplit causal walk",
+          "[compile][nvrtc]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const KernelTemplate& hopper = library.Find("sdpa_hopper");
+  NvrtcCompiler compiler;
+  const struct {
+    const char* settings;
+    int64_t causal;
+  } refusals[] = {
+      {"CAUSAL_PAIRS=1 PERSISTENT=1", 0},
+      {"CAUSAL_PAIRS=1", 1},
+      {"CAUSAL_PAIRS=1 PERSISTENT=1 SPLITS=2 TMA_STORE=0", 1},
+  };
+  for (const auto& [settings, causal] : refusals) {
+    INFO(settings << " causal=" << causal);
+    const Problem problem = HopperProblem(hopper.manifest, 2, 8, 1000, 1000, 128, causal, 0);
+    const CompileOutcome outcome =
+        RunCompileGate(hopper, test::GenomeFromSettings(hopper.manifest, settings), problem,
+                       ArchByName("sm_90"), compiler, {});
+    CHECK(outcome.status == Status::kInvalid);
+    REQUIRE(outcome.violation.has_value());
+    CHECK(outcome.violation->name == "causal_pairs_need_persistent_causal");
+  }
+}
+
 TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations without spilling",
           "[compile][nvrtc]") {
   const TemplateLibrary library = TemplateLibrary::Load({});
   const KernelTemplate& hopper = library.Find("sdpa_hopper");
   NvrtcCompiler compiler;
   for (const std::span<const SplitCase> cases :
-       {std::span<const SplitCase>(kSplitCases), std::span<const SplitCase>(kStreamKCases)}) {
+       {std::span<const SplitCase>(kSplitCases), std::span<const SplitCase>(kStreamKCases),
+        std::span<const SplitCase>(kCausalPairCases)}) {
     for (const SplitCase& c : cases) {
       const Problem problem = CaseProblem(hopper.manifest, c);
       INFO(c.settings << " on " << FormatProblem(hopper.manifest, problem));
@@ -253,6 +295,7 @@ TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations wit
        "kv_interleave_without_turns"},
       {"KV_INTERLEAVE=1 PINGPONG=0 NUM_CONSUMERS=3 BLOCK_N=64", 2, 4096,
        "kv_interleave_stage_per_consumer"},
+      {"CAUSAL_PAIRS=1 PERSISTENT=1", 2, 4096, "causal_pairs_need_persistent_causal"},
   };
   for (const auto& [settings, h_kv, s_kv, constraint] : refusals) {
     INFO(settings);
@@ -508,6 +551,46 @@ void ExpectIncorrect(const std::vector<std::filesystem::path>& folders,
     WARN(c.name << " " << c.run.settings << " S_kv=" << c.run.problem[4] << ": "
                 << ToString(verdict->status) << " (" << verdict->correctness.failure << ")");
   }
+}
+
+TEST_CASE("sdpa_hopper passes the gates with causal pairs", "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  HopperBench bench({});
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  const int measured = MeasureCases(bench, kCausalPairCases, std::chrono::seconds(60));
+  WARN("sdpa_hopper causal pairs: " << measured << " of " << std::size(kCausalPairCases)
+                                    << " measured");
+}
+
+TEST_CASE("broken causal pairs of sdpa_hopper are rejected", "[gpu]") {
+  test::TempDir dir;
+  // Both tiles of a pair are the heavy one: the light half of every head is never computed.
+  test::WriteTemplateVariant(
+      dir.path() / "hopper_pairs_heavy_twice", "sdpa_hopper", "hopper_pairs_heavy_twice",
+      "m_tile = (j & 1) ? j / 2 : num_m_tiles - 1 - j / 2;", "m_tile = num_m_tiles - 1 - j / 2;");
+  // A CTA steps from its pair to the next pair but one: half the pairs are never taken.
+  test::WriteTemplateVariant(dir.path() / "hopper_pairs_skip", "sdpa_hopper", "hopper_pairs_skip",
+                             "((tile & 1) ? tile - 1 + 2 * ctas : tile + 1)",
+                             "((tile & 1) ? tile - 1 + 4 * ctas : tile + 1)");
+  // Pairs alone and with a stream-K tail; for the skip, two rounds of pairs or more before the
+  // tail (256 pairs; 297 pairs, two whole rounds), so that a second round exists to be skipped.
+  const BrokenCase cases[] = {
+      {"hopper_pairs_heavy_twice",
+       {"PERSISTENT=1 CAUSAL_PAIRS=1", {2, 8, 8, 2048, 2048, 128, 1, 0}}},
+      {"hopper_pairs_heavy_twice",
+       {"PERSISTENT=1 CAUSAL_PAIRS=1 STREAM_K=1", {1, 9, 9, 4200, 4200, 128, 1, 0}}},
+      {"hopper_pairs_skip", {"PERSISTENT=1 CAUSAL_PAIRS=1", {4, 8, 8, 2048, 2048, 128, 1, 0}}},
+      {"hopper_pairs_skip",
+       {"PERSISTENT=1 CAUSAL_PAIRS=1 STREAM_K=1", {2, 9, 9, 4200, 4200, 128, 1, 0}}},
+  };
+  ExpectIncorrect({dir.path() / "hopper_pairs_heavy_twice", dir.path() / "hopper_pairs_skip"},
+                  cases, std::chrono::seconds(60));
 }
 
 TEST_CASE("broken stream-K merges of sdpa_hopper are rejected", "[gpu]") {

@@ -45,6 +45,13 @@
 // their accumulators and row statistics in O_partial (evo/tile_partial.cuh), two states per CTA
 // (its span's first and last piece), and the last merges them into its own and stores O.
 //
+// CAUSAL_PAIRS (PERSISTENT, causal): a CTA takes its tiles two at a time, a query tile from the
+// end of a head and its mirror from the start, so that every pair reads about the same number of
+// KV tiles and a static walk over pairs is balanced; the pairs go head by head, so the CTAs at
+// work read the K and V of a few heads, which stay in L2. Without it the walk goes heaviest tiles
+// first across every head: balanced too, but the first rounds read the K and V of all heads at
+// once, and where those outgrow L2 they stream from DRAM again for each query tile.
+//
 // KV_INTERLEAVE (for few, long tiles: decoding and chunked prefill with grouped heads): the
 // consumer warpgroups share one tile of 64 query rows and take its KV tiles in turn (the CTA's
 // k-th KV tile goes to consumer k % NUM_CONSUMERS), so that one tile streams its K and V through
@@ -53,7 +60,7 @@
 //
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, RESCALE_UNDER_QK,
 // PERSISTENT, TMA_STORE, PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, STREAM_K,
-// KV_INTERLEAVE, SOFTMAX_WARP_SYNC) and problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are
+// KV_INTERLEAVE, SOFTMAX_WARP_SYNC, CAUSAL_PAIRS) and problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are
 // prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
@@ -61,7 +68,7 @@
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
     !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) ||  \
     !defined(STREAM_K) || !defined(RESCALE_UNDER_QK) || !defined(KV_INTERLEAVE) ||                 \
-    !defined(SOFTMAX_WARP_SYNC)
+    !defined(SOFTMAX_WARP_SYNC) || !defined(CAUSAL_PAIRS)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -81,13 +88,15 @@
 
 EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16,
                  PACK_GQA, LAST_CTA_COMBINES, STREAM_K, RESCALE_UNDER_QK, KV_INTERLEAVE,
-                 SOFTMAX_WARP_SYNC);
+                 SOFTMAX_WARP_SYNC, CAUSAL_PAIRS);
 static_assert(RESCALE_UNDER_QK == 0 || INTRA_OVERLAP, "RESCALE_UNDER_QK needs INTRA_OVERLAP");
 static_assert(SOFTMAX_WARP_SYNC == 0 || INTRA_OVERLAP, "SOFTMAX_WARP_SYNC needs INTRA_OVERLAP");
 static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS must be in [1, 32]");
 static_assert(LAST_CTA_COMBINES == 0 || SPLITS > 1, "LAST_CTA_COMBINES needs SPLITS > 1");
 static_assert(STREAM_K == 0 || (PERSISTENT && SPLITS == 1),
               "STREAM_K needs PERSISTENT and SPLITS == 1");
+static_assert(CAUSAL_PAIRS == 0 || (IS_CAUSAL && PERSISTENT && SPLITS == 1),
+              "CAUSAL_PAIRS needs a causal task, PERSISTENT and SPLITS == 1");
 static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1, 2 or 3");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 256,
               "BLOCK_N must be a multiple of 16 in [64, 256]");
@@ -204,7 +213,8 @@ struct Layout {
 
 // The tiles of the task: (query tile, split) pairs of one (batch, head slot). Causal tiles go
 // heaviest (latest rows) first when PERSISTENT, so that the last round is made of light tiles;
-// the splits of a tile are neighbours.
+// with CAUSAL_PAIRS, head by head, each head's tiles alternating from its two ends. The splits of
+// a tile are neighbours.
 struct Scheduler {
   int num_m_tiles;
   int num_tiles;  // (slot, m_tile, split) triples
@@ -223,7 +233,12 @@ struct Scheduler {
     split = tile % SPLITS;
     item = tile / SPLITS;
     const int items = num_tiles / SPLITS;
-    if (IS_CAUSAL) {
+    if (IS_CAUSAL && CAUSAL_PAIRS) {
+      // Tiles 2p and 2p + 1 of a head (SPLITS == 1): its p-th heaviest and p-th lightest.
+      bh = item / num_m_tiles;
+      const int j = item % num_m_tiles;
+      m_tile = (j & 1) ? j / 2 : num_m_tiles - 1 - j / 2;
+    } else if (IS_CAUSAL) {
       const int heads = items / num_m_tiles;
       if (PERSISTENT) {
         m_tile = num_m_tiles - 1 - item / heads;
@@ -276,17 +291,23 @@ class Walk {
   __device__ __forceinline__ Walk(const Scheduler& scheduler, const Rows& rows, int S_q, int S_kv,
                                   unsigned state, bool producer)
       : scheduler_(scheduler), rows_(rows), S_q_(S_q), S_kv_(S_kv), state_(state) {
-    tile_ = PERSISTENT ? static_cast<int>(blockIdx.x) : scheduler.grid_tile();
+    const int cta = static_cast<int>(blockIdx.x);
+    tile_ = PERSISTENT ? (CAUSAL_PAIRS ? 2 * cta : cta) : scheduler.grid_tile();
     if (STREAM_K && producer) {
       const int ctas = static_cast<int>(gridDim.x);
       Tail tail;
       tail.tile = tile_;
-      tail.whole_end = scheduler.num_tiles - scheduler.num_tiles % ctas;
+      if (CAUSAL_PAIRS) {
+        // Whole rounds of pairs; a last single tile (an odd count) belongs to the tail.
+        const int pairs = scheduler.num_tiles / 2;
+        tail.whole_end = 2 * (pairs - pairs % ctas);
+      } else {
+        tail.whole_end = scheduler.num_tiles - scheduler.num_tiles % ctas;
+      }
       tail.units = 0;
       for (int t = tail.whole_end; t < scheduler.num_tiles; ++t) tail.units += units(t);
       // Every CTA of the tail gets at least one unit.
       tail.ctas = evo::imin(ctas, tail.units);
-      const int cta = static_cast<int>(blockIdx.x);
       tail.unit = cta < tail.ctas ? span_start(tail, cta) : 0;
       tail.unit_end = cta < tail.ctas ? span_start(tail, cta + 1) : 0;
       tail.tile_index = tail.whole_end;
@@ -299,13 +320,13 @@ class Walk {
     if (!STREAM_K) {
       if (tile_ >= scheduler_.num_tiles) return false;
       whole(tile_, piece);
-      tile_ = PERSISTENT ? tile_ + static_cast<int>(gridDim.x) : scheduler_.num_tiles;
+      tile_ = PERSISTENT ? step(tile_) : scheduler_.num_tiles;
       return true;
     }
     Tail tail = load();
     if (tail.tile < tail.whole_end) {
       whole(tail.tile, piece);
-      tail.tile += static_cast<int>(gridDim.x);
+      tail.tile = step(tail.tile);
       store(tail);
       return true;
     }
@@ -354,6 +375,12 @@ class Walk {
                            static_cast<unsigned>(t.tile_index), static_cast<unsigned>(t.tile_unit)};
     evo::st_shared_v4(state_, a);
     evo::st_shared_v4(state_ + 16, b);
+  }
+  // A persistent CTA's whole tile after `tile`: every gridDim.x-th tile, or with CAUSAL_PAIRS
+  // both tiles of every gridDim.x-th pair.
+  static __device__ __forceinline__ int step(int tile) {
+    const int ctas = static_cast<int>(gridDim.x);
+    return CAUSAL_PAIRS ? ((tile & 1) ? tile - 1 + 2 * ctas : tile + 1) : tile + ctas;
   }
   __device__ __forceinline__ void whole(int tile, Piece& piece) const {
     scheduler_.decode(tile, piece.bh, piece.m_tile, piece.split, piece.item);
