@@ -9,7 +9,7 @@ E=build-bundle/evo
 for t in "sdpa_hopper passes the gates with causal pairs" "broken causal pairs of sdpa_hopper are rejected" \
          "sdpa_hopper passes the gates with stream-K tails"; do
   start=$(date +%s)
-  timeout 250 build-bundle/evo_tests -s "$t" >> $OUT/gpu_tests.txt 2>&1
+  timeout 250 build-bundle/evo_tests "$t" >> $OUT/gpu_tests.txt 2>&1
   echo "== $t: rc $? ($(( $(date +%s) - start )) s) $(tail -2 $OUT/gpu_tests.txt | tr '\n' ' ')"
 done
 grep -E "measured|incorrect \(" $OUT/gpu_tests.txt | cut -c1-200 | head -20
