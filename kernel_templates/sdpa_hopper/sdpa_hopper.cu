@@ -60,8 +60,8 @@
 //
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, RESCALE_UNDER_QK,
 // PERSISTENT, TMA_STORE, PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, STREAM_K,
-// KV_INTERLEAVE, SOFTMAX_WARP_SYNC, CAUSAL_PAIRS) and problem defines (HEAD_DIM, IS_CAUSAL, IS_BF16) are
-// prepended by evo.
+// KV_INTERLEAVE, SOFTMAX_WARP_SYNC, CAUSAL_PAIRS) and problem defines (HEAD_DIM, IS_CAUSAL,
+// IS_BF16) are prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
