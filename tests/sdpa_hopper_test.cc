@@ -428,6 +428,22 @@ int MeasureCases(HopperBench& bench, std::span<const SplitCase> cases,
   return measured;
 }
 
+// Runs each case through the gates on an H100 (or says why it cannot) and expects it measured.
+void ExpectCasesMeasured(std::span<const SplitCase> cases, std::chrono::seconds deadline,
+                         const char* what) {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  HopperBench bench({});
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  const int measured = MeasureCases(bench, cases, deadline);
+  WARN(what << ": " << measured << " of " << cases.size() << " measured");
+}
+
 TEST_CASE("sdpa_hopper passes the gates across D, dtype, causal and odd lengths", "[gpu]") {
   if (!test::HaveGpuDriver()) {
     WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
@@ -469,32 +485,12 @@ TEST_CASE("sdpa_hopper passes the gates across D, dtype, causal and odd lengths"
 }
 
 TEST_CASE("sdpa_hopper passes the gates with split KV and grouped heads", "[gpu]") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench({});
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
-  const int measured = MeasureCases(bench, kSplitCases, std::chrono::seconds(30));
-  WARN("sdpa_hopper split KV and grouped heads: " << measured << " of " << std::size(kSplitCases)
-                                                  << " measured");
+  ExpectCasesMeasured(kSplitCases, std::chrono::seconds(30),
+                      "sdpa_hopper split KV and grouped heads");
 }
 
 TEST_CASE("sdpa_hopper passes the gates with stream-K tails", "[gpu]") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench({});
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
-  const int measured = MeasureCases(bench, kStreamKCases, std::chrono::seconds(60));
-  WARN("sdpa_hopper stream-K: " << measured << " of " << std::size(kStreamKCases) << " measured");
+  ExpectCasesMeasured(kStreamKCases, std::chrono::seconds(60), "sdpa_hopper stream-K");
 }
 
 // A copy of sdpa_hopper named `name` in `folder` whose merge of two partial states
@@ -554,18 +550,7 @@ void ExpectIncorrect(const std::vector<std::filesystem::path>& folders,
 }
 
 TEST_CASE("sdpa_hopper passes the gates with causal pairs", "[gpu]") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench({});
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
-  const int measured = MeasureCases(bench, kCausalPairCases, std::chrono::seconds(60));
-  WARN("sdpa_hopper causal pairs: " << measured << " of " << std::size(kCausalPairCases)
-                                    << " measured");
+  ExpectCasesMeasured(kCausalPairCases, std::chrono::seconds(60), "sdpa_hopper causal pairs");
 }
 
 TEST_CASE("broken causal pairs of sdpa_hopper are rejected", "[gpu]") {

@@ -2,21 +2,12 @@
 # Issue 15, thirty-sixth session: persistent causal tiles heaviest-first within sections of heads
 # whose K and V fit L2_SECTION_MB MiB (0: across all heads, the template as committed), as a
 # template copy (.device/s36/l2). evo bench at the GPU's own clocks in two rounds, then ncu with
-# DRAM bytes. Output: $OUT/l2.log.
+# DRAM bytes. Run .device/s36/make_l2_copy.sh here first. Output: $OUT/l2.log.
 set -u
 exec > >(tee $OUT/l2.log) 2>&1
 E=build-bundle/evo
 T=".device/s36/l2"
-M=sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,dram__bytes_read.sum,lts__t_sector_hit_rate.pct
-opts() { local kv; for kv in "$@"; do echo -n " --set $kv"; done; }
-C128="NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 PINGPONG=1 INTRA_OVERLAP=1 RESCALE_UNDER_QK=1 SOFTMAX_WARP_SYNC=0 TMA_STORE=1 PRODUCER_REGS=24 FAST_EXP=1"
-C256="NUM_CONSUMERS=2 BLOCK_N=80 STAGES=2 PINGPONG=1 INTRA_OVERLAP=1 RESCALE_UNDER_QK=1 SOFTMAX_WARP_SYNC=1 TMA_STORE=0 PRODUCER_REGS=24 FAST_EXP=1"
-C64="NUM_CONSUMERS=3 BLOCK_N=128 STAGES=3 PINGPONG=1 INTRA_OVERLAP=1 RESCALE_UNDER_QK=0 SOFTMAX_WARP_SYNC=0 TMA_STORE=0 PRODUCER_REGS=24 FAST_EXP=1"
-cases=(
-"4,16,4096,128|$C128"
-"2,16,4096,256|$C256"
-"2,16,8192,64|$C64"
-)
+source .device/s36/causal_cases.sh
 for round in 1 2; do
   for c in "${cases[@]}"; do
     shape=${c%%|*}; knobs=${c#*|}

@@ -13,12 +13,7 @@ for t in "sdpa_hopper passes the gates with causal pairs" "broken causal pairs o
   echo "== $t: rc $? ($(( $(date +%s) - start )) s) $(tail -2 $OUT/gpu_tests.txt | tr '\n' ' ')"
 done
 grep -E "measured|incorrect \(" $OUT/gpu_tests.txt | cut -c1-200 | head -20
-M=sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,dram__bytes_read.sum,lts__t_sector_hit_rate.pct
-opts() { local kv; for kv in "$@"; do echo -n " --set $kv"; done; }
-C128="NUM_CONSUMERS=2 BLOCK_N=128 STAGES=2 PINGPONG=1 INTRA_OVERLAP=1 RESCALE_UNDER_QK=1 SOFTMAX_WARP_SYNC=0 TMA_STORE=1 PRODUCER_REGS=24 FAST_EXP=1"
-C256="NUM_CONSUMERS=2 BLOCK_N=80 STAGES=2 PINGPONG=1 INTRA_OVERLAP=1 RESCALE_UNDER_QK=1 SOFTMAX_WARP_SYNC=1 TMA_STORE=0 PRODUCER_REGS=24 FAST_EXP=1"
-C64="NUM_CONSUMERS=3 BLOCK_N=128 STAGES=3 PINGPONG=1 INTRA_OVERLAP=1 RESCALE_UNDER_QK=0 SOFTMAX_WARP_SYNC=0 TMA_STORE=0 PRODUCER_REGS=24 FAST_EXP=1"
-cases=("4,16,4096,128|$C128" "2,16,4096,256|$C256" "2,16,8192,64|$C64")
+source .device/s36/causal_cases.sh
 variants=("PERSISTENT=0" "PERSISTENT=1" "PERSISTENT=1 CAUSAL_PAIRS=1" "PERSISTENT=1 CAUSAL_PAIRS=1 STREAM_K=1")
 for round in 1 2; do
   for c in "${cases[@]}"; do
