@@ -234,7 +234,10 @@ struct Scheduler {
     item = tile / SPLITS;
     const int items = num_tiles / SPLITS;
     if (IS_CAUSAL && CAUSAL_PAIRS) {
-      // Tiles 2p and 2p + 1 of a head (SPLITS == 1): its p-th heaviest and p-th lightest.
+      // A head's tiles from its two ends in turn: heaviest, lightest, second heaviest, ...
+      // (SPLITS == 1). A CTA takes tiles 2p and 2p + 1 (Walk::step): with an even count per head
+      // those are one head's p-th heaviest and lightest; an odd count shifts every other head by
+      // one, so that one pair in two heads joins a middle tile to the next head's heaviest.
       bh = item / num_m_tiles;
       const int j = item % num_m_tiles;
       m_tile = (j & 1) ? j / 2 : num_m_tiles - 1 - j / 2;
