@@ -295,7 +295,6 @@ TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations wit
        "kv_interleave_without_turns"},
       {"KV_INTERLEAVE=1 PINGPONG=0 NUM_CONSUMERS=3 BLOCK_N=64", 2, 4096,
        "kv_interleave_stage_per_consumer"},
-      {"CAUSAL_PAIRS=1 PERSISTENT=1", 2, 4096, "causal_pairs_need_persistent_causal"},
   };
   for (const auto& [settings, h_kv, s_kv, constraint] : refusals) {
     INFO(settings);
