@@ -126,12 +126,17 @@ Json LaunchToJson(const KernelSpec& kernel, const Bindings& bindings,
   }
   Json block = Json::array();
   for (const Expression& dim : kernel.block) block.push_back(dim.Evaluate(bindings));
+  Json cluster = Json::array();
+  for (const Expression& dim : kernel.cluster) cluster.push_back(dim.Evaluate(bindings));
   const int64_t dynamic_smem = kernel.dynamic_smem.Evaluate(bindings);
   const KernelResources* resources = FindKernel(compiled.kernels, kernel.entry);
   Json launch = {{"entry", kernel.entry},
                  {"params", params},
                  {"grid", grid},
                  {"block", block},
+                 // Thread-block cluster extents: [1, 1, 1] is a plain launch; others need
+                 // cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION.
+                 {"cluster", cluster},
                  {"dynamic_smem_bytes", dynamic_smem},
                  // Static plus dynamic over 48 KiB: cuFuncSetAttribute(
                  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem_bytes) first.
@@ -360,6 +365,7 @@ std::function<int()> SetupExport(CLI::App& app, const GlobalOptions& global) {
                    {"params", main["params"]},
                    {"grid", main["grid"]},
                    {"block", main["block"]},
+                   {"cluster", main["cluster"]},
                    {"dynamic_smem_bytes", main["dynamic_smem_bytes"]},
                    {"needs_dynamic_smem_opt_in", main["needs_dynamic_smem_opt_in"]},
                    {"resources", main["resources"]},

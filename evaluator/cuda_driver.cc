@@ -54,6 +54,7 @@ DriverApi LoadDriver() {
   Resolve(library, "cuOccupancyMaxActiveBlocksPerMultiprocessor",
           api.OccupancyMaxActiveBlocksPerMultiprocessor);
   Resolve(library, "cuLaunchKernel", api.LaunchKernel);
+  Resolve(library, "cuLaunchKernelEx", api.LaunchKernelEx);
   Resolve(library, "cuMemAlloc_v2", api.MemAlloc);
   Resolve(library, "cuMemFree_v2", api.MemFree);
   Resolve(library, "cuMemcpyHtoD_v2", api.MemcpyHtoD);

@@ -52,6 +52,7 @@ struct DriverApi {
   decltype(&::cuOccupancyMaxActiveBlocksPerMultiprocessor)
       OccupancyMaxActiveBlocksPerMultiprocessor = nullptr;
   decltype(&::cuLaunchKernel) LaunchKernel = nullptr;
+  decltype(&::cuLaunchKernelEx) LaunchKernelEx = nullptr;  // thread-block clusters
   decltype(&::cuMemAlloc) MemAlloc = nullptr;
   decltype(&::cuMemFree) MemFree = nullptr;
   decltype(&::cuMemcpyHtoD) MemcpyHtoD = nullptr;

@@ -133,6 +133,27 @@ float Event::ElapsedSince(const Event& start) const {
 
 void Launch(CUfunction function, const LaunchShape& shape, const Stream& stream,
             std::vector<void*>& arguments) {
+  if (shape.clustered()) {
+    CUlaunchAttribute cluster{};
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = shape.cluster[0];
+    cluster.value.clusterDim.y = shape.cluster[1];
+    cluster.value.clusterDim.z = shape.cluster[2];
+    CUlaunchConfig config{};
+    config.gridDimX = shape.grid[0];
+    config.gridDimY = shape.grid[1];
+    config.gridDimZ = shape.grid[2];
+    config.blockDimX = shape.block[0];
+    config.blockDimY = shape.block[1];
+    config.blockDimZ = shape.block[2];
+    config.sharedMemBytes = shape.dynamic_smem;
+    config.hStream = stream.get();
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    CheckCuda(Driver().LaunchKernelEx(&config, function, arguments.data(), nullptr),
+              "cuLaunchKernelEx (cluster)");
+    return;
+  }
   CheckCuda(Driver().LaunchKernel(function, shape.grid[0], shape.grid[1], shape.grid[2],
                                   shape.block[0], shape.block[1], shape.block[2],
                                   shape.dynamic_smem, stream.get(), arguments.data(), nullptr),

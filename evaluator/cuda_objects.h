@@ -126,6 +126,10 @@ struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_smem = 0;
+  // Thread-block cluster extents; all 1 launches without clusters.
+  unsigned cluster[3] = {1, 1, 1};
+
+  bool clustered() const { return cluster[0] * cluster[1] * cluster[2] > 1; }
 };
 
 // Launches `function` with arguments given as pointers to their values, in order.

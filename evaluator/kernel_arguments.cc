@@ -261,6 +261,12 @@ LaunchShape ResolveLaunch(const KernelSpec& spec, Bindings bindings, CUfunction 
       function, shape.block[0] * shape.block[1] * shape.block[2], shape.dynamic_smem);
   for (int d = 0; d < 3; ++d) {
     shape.grid[d] = narrow(spec.grid[d].Evaluate(bindings), "grid", d, kMaxGridDim[d]);
+    shape.cluster[d] = narrow(spec.cluster[d].Evaluate(bindings), "cluster", d, kMaxClusterCtas);
+    if (shape.grid[d] % shape.cluster[d] != 0) {
+      throw Error(std::string("launch grid.") + "xyz"[d] + " of " + std::to_string(shape.grid[d]) +
+                  " is not a multiple of cluster." + "xyz"[d] + " of " +
+                  std::to_string(shape.cluster[d]));
+    }
   }
   return shape;
 }

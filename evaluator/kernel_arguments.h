@@ -100,6 +100,8 @@ void EncodeTensorMap(const TensorMapDescription& map, CUdeviceptr address, CUten
 // against them before compiling, and ResolveLaunch again with the device's figures bound.
 inline constexpr std::array<int64_t, 3> kMaxBlockDim = {1024, 1024, 64};
 inline constexpr std::array<int64_t, 3> kMaxGridDim = {2147483647, 65535, 65535};
+// CTAs per thread-block cluster that every sm_90 part runs (more needs a non-portable opt-in).
+inline constexpr int64_t kMaxClusterCtas = 8;
 
 // Grid, block and dynamic shared memory of `spec` for these bindings; NUM_SMS and CTAS_PER_SM
 // are bound here from the device and the compiled function's occupancy.

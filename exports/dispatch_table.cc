@@ -271,11 +271,17 @@ Json KernelPlan(const KernelTemplate& kernel_template, const Genome& genome,
     for (const Expression& extent : kernel.block) {
       block.push_back(folder.Constant(extent, field + " block"));
     }
+    Json cluster = Json::array();
+    for (const Expression& extent : kernel.cluster) {
+      cluster.push_back(folder.Constant(extent, field + " cluster"));
+    }
     const int64_t dynamic_smem = folder.Constant(kernel.dynamic_smem, field + " dynamic_smem");
     const KernelResources* resources = FindKernel(compiled.kernels, kernel.entry);
     Json launch = {{"entry", kernel.entry},
                    {"grid", grid},
                    {"block", block},
+                   // Thread-block cluster extents: [1, 1, 1] is a plain launch.
+                   {"cluster", cluster},
                    {"dynamic_smem_bytes", dynamic_smem},
                    // Static plus dynamic over 48 KiB needs the opt-in attribute set first.
                    {"needs_dynamic_smem_opt_in",

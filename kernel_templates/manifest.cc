@@ -288,7 +288,7 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& object, const st
   const auto& launch_scope = scopes.launch_scope;
   const auto& signature_scope = scopes.signature_scope;
   reader.CheckKeys(object, key,
-                   {"source", "entry", "grid", "block", "dynamic_smem", "args", "when"});
+                   {"source", "entry", "grid", "block", "cluster", "dynamic_smem", "args", "when"});
   KernelSpec kernel;
   kernel.source_path = reader.String(object, key, "source");
   kernel.entry = reader.Identifier(object, key, "entry");
@@ -306,6 +306,14 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& object, const st
     for (size_t d = 0; d < 3; ++d) {
       target[d] = reader.Expr(array[d], key + "." + dims + "[" + std::to_string(d) + "]",
                               grid ? launch_scope : scope);
+    }
+  }
+  if (object.contains("cluster")) {
+    const Json& array = reader.Array(object, key, "cluster");
+    if (array.size() != 3) reader.Fail(key + ".cluster", "expected three expressions (x, y, z)");
+    // Like the block, fixed by the configuration: exports write it as constants.
+    for (size_t d = 0; d < 3; ++d) {
+      kernel.cluster[d] = reader.Expr(array[d], key + ".cluster[" + std::to_string(d) + "]", scope);
     }
   }
   kernel.dynamic_smem =

@@ -115,6 +115,10 @@ struct KernelSpec {
   std::string entry;
   std::array<Expression, 3> grid;
   std::array<Expression, 3> block;
+  // Thread-block cluster extents (sm_90 and later), over knobs and problem; "1" where the
+  // manifest names none, which launches without clusters. The grid must be a multiple of them.
+  std::array<Expression, 3> cluster = {Expression::Parse("1"), Expression::Parse("1"),
+                                       Expression::Parse("1")};
   Expression dynamic_smem;
   std::vector<KernelArgSpec> args;
   // Launched only where non-zero (knobs and problem): a combine step that exists for some

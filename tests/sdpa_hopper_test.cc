@@ -2,11 +2,13 @@
 // constraint; its tensor maps; and on an H100 the gates across D, dtype, causal and odd lengths,
 // with broken variants of its pipeline (a skipped wait, a refill before release, a wrong swizzle,
 // a turn never passed) and of its merges and combines that must not pass.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/files.h"
@@ -113,6 +115,22 @@ const SplitCase kCausalPairCases[] = {
      {1, 3, 3, 1000, 1000, 256, 1, 0}},
 };
 
+// CLUSTER_M=2 settings, each with a non-causal problem (as kSplitCases): heads with an odd count
+// of query tiles (a padding tile past the end), a single query row (one real tile and its
+// padding), a persistent grid with a partial last round, one stage (every load waits for both
+// CTAs' releases), packed grouped heads, partial KV tiles, D = 64, 128 and 256, both dtypes.
+const SplitCase kClusterCases[] = {
+    {"CLUSTER_M=2 PERSISTENT=1", {2, 8, 8, 2048, 2048, 128, 0, 0}},
+    {"CLUSTER_M=2", {3, 5, 5, 1400, 1300, 128, 0, 1}},
+    {"CLUSTER_M=2 PERSISTENT=1 NUM_CONSUMERS=3 BLOCK_N=64 TMA_STORE=0",
+     {1, 9, 9, 1000, 777, 64, 0, 0}},
+    {"CLUSTER_M=2 PERSISTENT=1 PACK_GQA=1 RESCALE_UNDER_QK=1", {2, 8, 2, 700, 300, 128, 0, 0}},
+    {"CLUSTER_M=2 BLOCK_N=80 TMA_STORE=0", {1, 3, 3, 1000, 1000, 256, 0, 1}},
+    {"CLUSTER_M=2 NUM_CONSUMERS=1 PINGPONG=0 STAGES=1 BLOCK_N=176", {1, 4, 4, 300, 4000, 64, 0, 0}},
+    {"CLUSTER_M=2 PERSISTENT=1 BLOCK_N=160 RESCALE_UNDER_QK=1 SOFTMAX_WARP_SYNC=1",
+     {1, 1, 1, 1, 4096, 128, 0, 0}},
+};
+
 // The problem a SplitCase is meant for.
 Problem CaseProblem(const Manifest& manifest, const SplitCase& c) {
   const int64_t* p = c.problem;
@@ -143,7 +161,7 @@ std::vector<SampledConfiguration> CoveringSample() {
       {"BLOCK_N=192 STAGES=1 FAST_EXP=0", {64, 64}},
       {"BLOCK_N=224 NUM_CONSUMERS=1 PINGPONG=0 STAGES=2", {64, 64}},
       {"BLOCK_N=64 NUM_CONSUMERS=3 PERSISTENT=1 STAGES=4", {128, 64}},
-      {"NUM_CONSUMERS=3 PERSISTENT=1 TMA_STORE=0", {64, 64}},
+      {"NUM_CONSUMERS=3 PERSISTENT=1 TMA_STORE=0 CLUSTER_M=2", {64, 64}},
       {"KV_INTERLEAVE=1 PINGPONG=0 BLOCK_N=96 INTRA_OVERLAP=0", {128, 64}},
       {"BLOCK_N=160 PERSISTENT=1 STREAM_K=1 RESCALE_UNDER_QK=1 SOFTMAX_WARP_SYNC=1", {128, 64}},
       {"BLOCK_N=256 NUM_CONSUMERS=1 PINGPONG=0 INTRA_OVERLAP=0 STAGES=1", {64, 128}},
@@ -253,6 +271,51 @@ TEST_CASE("sdpa_hopper refuses CAUSAL_PAIRS without a persistent, unsplit causal
   }
 }
 
+TEST_CASE("sdpa_hopper refuses CLUSTER_M where the CTAs of a cluster would walk different KV tiles",
+          "[compile][nvrtc]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const KernelTemplate& hopper = library.Find("sdpa_hopper");
+  NvrtcCompiler compiler;
+  const struct {
+    const char* settings;
+    int64_t causal;
+  } refusals[] = {
+      {"CLUSTER_M=2", 1},
+      {"CLUSTER_M=2 PERSISTENT=1 CAUSAL_PAIRS=1", 1},
+      {"CLUSTER_M=2 SPLITS=2 TMA_STORE=0", 0},
+      {"CLUSTER_M=2 PERSISTENT=1 STREAM_K=1", 0},
+      {"CLUSTER_M=2 KV_INTERLEAVE=1 PINGPONG=0", 0},
+  };
+  for (const auto& [settings, causal] : refusals) {
+    INFO(settings << " causal=" << causal);
+    const Problem problem = HopperProblem(hopper.manifest, 2, 8, 1000, 1000, 128, causal, 0);
+    const CompileOutcome outcome =
+        RunCompileGate(hopper, test::GenomeFromSettings(hopper.manifest, settings), problem,
+                       ArchByName("sm_90"), compiler, {});
+    CHECK(outcome.status == Status::kInvalid);
+    REQUIRE(outcome.violation.has_value());
+    CHECK(outcome.violation->name == "cluster_shares_whole_kv_ranges");
+  }
+  // Where it applies, the launch is a cluster of two along x over a grid padded to whole
+  // clusters: 8 query tiles of 128 rows (1000 rows) per head, 9 of 128 (1100) padded to 10.
+  const KernelSpec& kernel = hopper.manifest.main_kernel();
+  for (const auto& [s_q, tiles] : {std::pair<int64_t, int64_t>{1000, 8}, {1100, 10}}) {
+    const Problem problem = HopperProblem(hopper.manifest, 2, 8, s_q, 1000, 128, 0, 0);
+    Bindings bindings =
+        CompileBindings(hopper.manifest, test::GenomeFromSettings(hopper.manifest, "CLUSTER_M=2"),
+                        problem, ArchByName("sm_90"));
+    CHECK(kernel.cluster[0].Evaluate(bindings) == 2);
+    CHECK(kernel.cluster[1].Evaluate(bindings) == 1);
+    CHECK(kernel.grid[0].Evaluate(bindings) == tiles);
+    bindings = CompileBindings(
+        hopper.manifest, test::GenomeFromSettings(hopper.manifest, "CLUSTER_M=2 PERSISTENT=1"),
+        problem, ArchByName("sm_90"));
+    bindings["NUM_SMS"] = 131;  // an odd count: the grid stays a whole number of clusters
+    bindings["CTAS_PER_SM"] = 1;
+    CHECK(kernel.grid[0].Evaluate(bindings) == std::min<int64_t>(2 * 8 * tiles, 130));
+  }
+}
+
 TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations without spilling",
           "[compile][nvrtc]") {
   const TemplateLibrary library = TemplateLibrary::Load({});
@@ -260,7 +323,7 @@ TEST_CASE("sdpa_hopper compiles its split-KV and grouped-head configurations wit
   NvrtcCompiler compiler;
   for (const std::span<const SplitCase> cases :
        {std::span<const SplitCase>(kSplitCases), std::span<const SplitCase>(kStreamKCases),
-        std::span<const SplitCase>(kCausalPairCases)}) {
+        std::span<const SplitCase>(kCausalPairCases), std::span<const SplitCase>(kClusterCases)}) {
     for (const SplitCase& c : cases) {
       const Problem problem = CaseProblem(hopper.manifest, c);
       INFO(c.settings << " on " << FormatProblem(hopper.manifest, problem));
@@ -550,6 +613,35 @@ void ExpectIncorrect(const std::vector<std::filesystem::path>& folders,
 
 TEST_CASE("sdpa_hopper passes the gates with causal pairs", "[gpu]") {
   ExpectCasesMeasured(kCausalPairCases, std::chrono::seconds(60), "sdpa_hopper causal pairs");
+}
+
+TEST_CASE("sdpa_hopper passes the gates with clusters", "[gpu]") {
+  ExpectCasesMeasured(kClusterCases, std::chrono::seconds(60), "sdpa_hopper clusters");
+}
+
+TEST_CASE("broken clusters of sdpa_hopper are rejected", "[gpu]") {
+  test::TempDir dir;
+  // Both CTAs of a cluster load the first half of every K/V tile: the second half is never
+  // written, though the full barrier still counts a whole tile's bytes.
+  test::WriteTemplateVariant(
+      dir.path() / "hopper_cluster_same_half", "sdpa_hopper", "hopper_cluster_same_half",
+      "const int share = CLUSTER_M > 1 ? static_cast<int>(evo::cluster_rank()) : 0;",
+      "const int share = 0;");
+  // Each CTA writes its share into the right place but loads the first half's rows there.
+  test::WriteTemplateVariant(
+      dir.path() / "hopper_cluster_wrong_rows", "sdpa_hopper", "hopper_cluster_wrong_rows",
+      "const int row = n_start + share * kKVRowsPerCta;", "const int row = n_start;");
+  const BrokenCase cases[] = {
+      {"hopper_cluster_same_half", {"CLUSTER_M=2 PERSISTENT=1", {2, 8, 8, 2048, 2048, 128, 0, 0}}},
+      {"hopper_cluster_same_half",
+       {"CLUSTER_M=2 NUM_CONSUMERS=1 PINGPONG=0 STAGES=1", {1, 4, 4, 300, 1000, 64, 0, 0}}},
+      {"hopper_cluster_wrong_rows", {"CLUSTER_M=2", {3, 5, 5, 1400, 1300, 128, 0, 1}}},
+      {"hopper_cluster_wrong_rows",
+       {"CLUSTER_M=2 BLOCK_N=80 TMA_STORE=0", {1, 3, 3, 1000, 1000, 256, 0, 0}}},
+  };
+  ExpectIncorrect(
+      {dir.path() / "hopper_cluster_same_half", dir.path() / "hopper_cluster_wrong_rows"}, cases,
+      std::chrono::seconds(60));
 }
 
 TEST_CASE("broken causal pairs of sdpa_hopper are rejected", "[gpu]") {

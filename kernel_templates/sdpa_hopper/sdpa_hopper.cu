@@ -52,6 +52,14 @@
 // first across every head: balanced too, but the first rounds read the K and V of all heads at
 // once, and where those outgrow L2 they stream from DRAM again for each query tile.
 //
+// CLUSTER_M = 2 (non-causal, one split, no stream-K tail): two CTAs on neighbouring query tiles of
+// one head form a thread-block cluster and share each K/V tile: each CTA's producer loads half of
+// its rows, multicast into both CTAs' shared memory, so a K/V tile crosses from L2 once per
+// cluster instead of once per CTA. A stage is refilled only when the consumers of both CTAs have
+// released it (the empty mbarriers count both), and neither CTA exits before the other is done
+// with its barriers. A head with an odd number of query tiles gets one more past its end, whose
+// rows load as zeros and are not stored.
+//
 // KV_INTERLEAVE (for few, long tiles: decoding and chunked prefill with grouped heads): the
 // consumer warpgroups share one tile of 64 query rows and take its KV tiles in turn (the CTA's
 // k-th KV tile goes to consumer k % NUM_CONSUMERS), so that one tile streams its K and V through
@@ -60,15 +68,15 @@
 //
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, RESCALE_UNDER_QK,
 // PERSISTENT, TMA_STORE, PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, STREAM_K,
-// KV_INTERLEAVE, SOFTMAX_WARP_SYNC, CAUSAL_PAIRS) and problem defines (HEAD_DIM, IS_CAUSAL,
-// IS_BF16) are prepended by evo.
+// KV_INTERLEAVE, SOFTMAX_WARP_SYNC, CAUSAL_PAIRS, CLUSTER_M) and problem defines (HEAD_DIM,
+// IS_CAUSAL, IS_BF16) are prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
     !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) ||  \
     !defined(STREAM_K) || !defined(RESCALE_UNDER_QK) || !defined(KV_INTERLEAVE) ||                 \
-    !defined(SOFTMAX_WARP_SYNC) || !defined(CAUSAL_PAIRS)
+    !defined(SOFTMAX_WARP_SYNC) || !defined(CAUSAL_PAIRS) || !defined(CLUSTER_M)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -76,6 +84,7 @@
 #endif
 
 #include "evo/attention.cuh"
+#include "evo/cluster.cuh"
 #include "evo/core.cuh"
 #include "evo/mbarrier.cuh"
 #include "evo/online_softmax.cuh"
@@ -97,6 +106,10 @@ static_assert(STREAM_K == 0 || (PERSISTENT && SPLITS == 1),
               "STREAM_K needs PERSISTENT and SPLITS == 1");
 static_assert(CAUSAL_PAIRS == 0 || (IS_CAUSAL && PERSISTENT && SPLITS == 1),
               "CAUSAL_PAIRS needs a causal task, PERSISTENT and SPLITS == 1");
+static_assert(CLUSTER_M == 1 ||
+                  (CLUSTER_M == 2 && !IS_CAUSAL && SPLITS == 1 && !STREAM_K && !KV_INTERLEAVE),
+              "CLUSTER_M must be 1, or 2 for a non-causal task with SPLITS == 1 and neither "
+              "STREAM_K nor KV_INTERLEAVE");
 static_assert(NUM_CONSUMERS >= 1 && NUM_CONSUMERS <= 3, "NUM_CONSUMERS must be 1, 2 or 3");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N >= 64 && BLOCK_N <= 256,
               "BLOCK_N must be a multiple of 16 in [64, 256]");
@@ -137,8 +150,10 @@ enum : int {
   kConsumerRegsUnrounded = ((NUM_CONSUMERS + 1) * kLaunchRegs - PRODUCER_REGS) / NUM_CONSUMERS,
   kConsumerRegs = (kConsumerRegsUnrounded > 240 ? 240 : kConsumerRegsUnrounded) / 8 * 8,
   kConsumerWarps = NUM_CONSUMERS * 4,
-  // Warps that release a K/V stage: every consumer's, or with KV_INTERLEAVE its one consumer's.
-  kStageReleasers = KV_INTERLEAVE ? 4 : kConsumerWarps,
+  // Warps that release a K/V stage: every consumer's, or with KV_INTERLEAVE its one consumer's;
+  // with CLUSTER_M, those of every CTA of the cluster (a refill lands in all of them).
+  kStageReleasers = (KV_INTERLEAVE ? 4 : kConsumerWarps) * CLUSTER_M,
+  kKVRowsPerCta = BLOCK_N / CLUSTER_M,  // rows of a K/V tile each CTA of a cluster loads
   kTurnThreads = 256,  // a consumer warpgroup waiting for its turn, the previous one signalling
   // Named barriers: 0 is __syncthreads, 1..NUM_CONSUMERS the turns, then one per consumer
   // warpgroup for its epilogue, then one for all consumers at a split's arrival (or, with
@@ -218,8 +233,10 @@ struct Layout {
 struct Scheduler {
   int num_m_tiles;
   int num_tiles;  // (slot, m_tile, split) triples
+  // With CLUSTER_M a head's tiles are padded to whole clusters, so that the CTAs of a cluster
+  // share a head.
   __device__ __forceinline__ Scheduler(int B, int slots, int S_q, int positions)
-      : num_m_tiles((S_q + positions - 1) / positions),
+      : num_m_tiles((S_q + positions * CLUSTER_M - 1) / (positions * CLUSTER_M) * CLUSTER_M),
         num_tiles(num_m_tiles * B * slots * SPLITS) {}
   // The tile a CTA of a non-persistent grid owns.
   __device__ __forceinline__ int grid_tile() const {
@@ -453,6 +470,25 @@ __device__ __forceinline__ void read_piece_sharing(unsigned at, Piece& piece) {
   piece.first_slot = static_cast<int>(v[3]);
 }
 
+// Loads the K or V tile of BLOCK_N rows from n_start into `dst`, completing on `full`. With
+// CLUSTER_M each CTA of the cluster loads its share of the rows into every CTA's copy of the
+// tile, whose full barrier then expects the whole tile from all of them. A share starts at a
+// multiple of 8 rows (BLOCK_N is a multiple of 16): whole 1024-byte swizzle atoms.
+__device__ __forceinline__ void load_kv_tile(unsigned dst, const evo::TensorMap& map, int n_start,
+                                             int kv_head, int b, unsigned full) {
+  const int share = CLUSTER_M > 1 ? static_cast<int>(evo::cluster_rank()) : 0;
+#pragma unroll
+  for (int cb = 0; cb < kColumnBlocks; ++cb) {
+    const unsigned at = dst + cb * BLOCK_N * 128 + share * kKVRowsPerCta * 128;
+    const int row = n_start + share * kKVRowsPerCta;
+    if (CLUSTER_M > 1) {
+      evo::tma_load_4d_multicast(at, map, cb * 64, row, kv_head, b, full, (1u << CLUSTER_M) - 1);
+    } else {
+      evo::tma_load_4d(at, map, cb * 64, row, kv_head, b, full);
+    }
+  }
+}
+
 // The producer: one thread that loads each tile's Q and its K/V tiles into the ring, in the
 // order the consumers use them. A split with no KV tile loads nothing, not even Q.
 __device__ __forceinline__ void produce(const Layout& smem, const evo::TensorMap& q_map,
@@ -487,18 +523,10 @@ __device__ __forceinline__ void produce(const Layout& smem, const evo::TensorMap
       const int n_start = (kv.first + j) * BLOCK_N;
       evo::mbar_wait_sleep(smem.k_empty(stage), free_parity);
       evo::mbar_arrive_expect_tx(smem.k_full(stage), kKVTileBytes);
-#pragma unroll
-      for (int cb = 0; cb < kColumnBlocks; ++cb) {
-        evo::tma_load_4d(smem.k(stage) + cb * BLOCK_N * 128, k_map, cb * 64, n_start, kv_head, b,
-                         smem.k_full(stage));
-      }
+      load_kv_tile(smem.k(stage), k_map, n_start, kv_head, b, smem.k_full(stage));
       evo::mbar_wait_sleep(smem.v_empty(stage), free_parity);
       evo::mbar_arrive_expect_tx(smem.v_full(stage), kKVTileBytes);
-#pragma unroll
-      for (int cb = 0; cb < kColumnBlocks; ++cb) {
-        evo::tma_load_4d(smem.v(stage) + cb * BLOCK_N * 128, v_map, cb * 64, n_start, kv_head, b,
-                         smem.v_full(stage));
-      }
+      load_kv_tile(smem.v(stage), v_map, n_start, kv_head, b, smem.v_full(stage));
     }
     ++round;
   }
@@ -527,6 +555,17 @@ struct Turns {
 __device__ __forceinline__ void release(unsigned bar, int lane) {
   __syncwarp();
   if (lane == 0) evo::mbar_arrive(bar);
+}
+
+// Marks K/V stage barrier `bar` as released by this warp, with CLUSTER_M in every CTA of the
+// cluster (lane r arrives on CTA r's): the next load into the stage writes to all of them.
+__device__ __forceinline__ void release_kv(unsigned bar, int lane) {
+  if (CLUSTER_M == 1) {
+    release(bar, lane);
+    return;
+  }
+  __syncwarp();
+  if (lane < CLUSTER_M) evo::mbar_arrive_cluster(bar, static_cast<unsigned>(lane));
 }
 
 // Combines the rows of work item `item` (bh, m_tile) from every split's partials into O, with
@@ -683,7 +722,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         turns.pass();
         evo::wgmma_wait<0>();
         evo::wgmma_fence_registers(s);
-        release(smem.k_empty(stage_of(j_first)), lane);
+        release_kv(smem.k_empty(stage_of(j_first)), lane);
         if (last_of_mine(j_first)) release(smem.q_empty(), lane);
         softmax(j_first, alpha);
         pack_probabilities();
@@ -697,7 +736,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           turns.pass();
           evo::wgmma_wait<1>();
           evo::wgmma_fence_registers(s);
-          release(smem.k_empty(stage_of(j)), lane);
+          release_kv(smem.k_empty(stage_of(j)), lane);
           if (last_of_mine(j)) release(smem.q_empty(), lane);
           softmax(j, alpha);
           // SOFTMAX_WARP_SYNC: a warp barrier here changes how ptxas orders the softmax against
@@ -708,7 +747,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(acc);
           evo::wgmma_fence_registers(p);
-          release(smem.v_empty(stage_of(j - kStep)), lane);
+          release_kv(smem.v_empty(stage_of(j - kStep)), lane);
           if (!RESCALE_UNDER_QK) rescale(alpha);
           pack_probabilities();
         }
@@ -722,7 +761,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         turns.pass();
         evo::wgmma_wait<0>();
         evo::wgmma_fence_registers(acc);
-        release(smem.v_empty(stage_of(last)), lane);
+        release_kv(smem.v_empty(stage_of(last)), lane);
       } else if (!INTRA_OVERLAP) {
         for (int j = j_first; j < num_kv_tiles; j += kStep) {
           wait_keys(j);
@@ -731,7 +770,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           turns.pass();
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(s);
-          release(smem.k_empty(stage_of(j)), lane);
+          release_kv(smem.k_empty(stage_of(j)), lane);
           if (last_of_mine(j)) release(smem.q_empty(), lane);
           softmax(j, alpha);
           rescale(alpha);
@@ -742,7 +781,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           turns.pass();
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(acc);
-          release(smem.v_empty(stage_of(j)), lane);
+          release_kv(smem.v_empty(stage_of(j)), lane);
         }
       }
       kv_iter += num_kv_tiles;
@@ -930,7 +969,13 @@ extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fw
     }
     evo::fence_mbarrier_init();
   }
-  __syncthreads();
+  // With CLUSTER_M the other CTAs' copies and arrivals reach these barriers: they must be set up
+  // in every CTA of the cluster first.
+  if (CLUSTER_M > 1) {
+    evo::cluster_sync();
+  } else {
+    __syncthreads();
+  }
   const int warpgroup = tid / 128;
   if (warpgroup == 0) {
     if constexpr (NUM_CONSUMERS >= 2) evo::registers_decrease<PRODUCER_REGS>();
@@ -940,6 +985,9 @@ extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fw
     hopper::consume(smem, O, O_map, hopper::Partials{O_partial, LSE_partial, Arrivals}, B, H, H_kv,
                     S_q, S_kv, warpgroup - 1);
   }
+  // The other CTAs' consumers release their last stages into this CTA's barriers: its shared
+  // memory must outlive those arrivals.
+  if (CLUSTER_M > 1) evo::cluster_sync();
 }
 
 // The split-KV combine as a second kernel (SPLITS > 1 without LAST_CTA_COMBINES): one warp per
