@@ -216,6 +216,10 @@ TEST_CASE(
   nlohmann::json& kernel = manifest["kernels"][0];
   kernel["block"][1] = "NUM_WARPS == 2 ? 0 : 1";
   kernel["grid"][1] = "PERSISTENT ? 1 : (STAGES == 4 ? 65536 : GROUPS)";
+  // Clusters: of 16 CTAs (over the portable 8) with BLOCK_N=128, of 3 (not dividing the grid's
+  // 8 query tiles) with BLOCK_N=64, of 2 with BLOCK_N=16; only with LAZY_RESCALE.
+  kernel["cluster"] = {"LAZY_RESCALE ? (BLOCK_N == 128 ? 16 : (BLOCK_N == 16 ? 2 : 3)) : 1", "1",
+                       "1"};
   bool edited_scalar = false, edited_scratch = false;
   for (nlohmann::json& arg : kernel["args"]) {
     if (arg["name"] == "S_q" && arg["kind"] == "scalar") {
@@ -260,6 +264,23 @@ TEST_CASE(
         launch +
             "grid.y PERSISTENT ? 1 : (STAGES == 4 ? 65536 : GROUPS) is 65536; CUDA takes 1 "
             "to 65535");
+  CHECK(invalid_because("BLOCK_M=64 NUM_WARPS=4 LAZY_RESCALE=1 BLOCK_N=128") ==
+        launch +
+            "cluster.x LAZY_RESCALE ? (BLOCK_N == 128 ? 16 : (BLOCK_N == 16 ? 2 : 3)) : 1 is 16; "
+            "CUDA takes 1 to 8");
+  CHECK(invalid_because("BLOCK_M=64 NUM_WARPS=4 LAZY_RESCALE=1") ==
+        launch +
+            "grid.x PERSISTENT ? min(B * GROUPS * M_TILES * SPLITS, NUM_SMS * CTAS_PER_SM) : "
+            "M_TILES * SPLITS is 8, not a multiple of the cluster's 3");
+  CHECK(gate("BLOCK_M=64 NUM_WARPS=4 LAZY_RESCALE=1 BLOCK_N=16").status == Status::kCompiled);
+  {
+    const CompileOutcome ampere = RunCompileGate(
+        sdpa,
+        test::GenomeFromSettings(sdpa.manifest, "BLOCK_M=64 NUM_WARPS=4 LAZY_RESCALE=1 BLOCK_N=16"),
+        problem, ArchByName("sm_80"), compiler, {});
+    CHECK(ampere.status == Status::kInvalid);
+    CHECK(ampere.reason == launch + "a cluster of 2 CTAs on sm_80; clusters need sm_90 or later");
+  }
   // A grid that reads the device's figures is left to the launch, where they are known.
   CHECK(gate("BLOCK_M=64 NUM_WARPS=4 STAGES=4 PERSISTENT=1").status == Status::kCompiled);
   CHECK(invalid_because("BLOCK_M=64 NUM_WARPS=4 FAST_EXP=0") ==

@@ -139,6 +139,16 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
          j["kernels"][0]["grid"] = Json::array({"1", "1"});
        },
        "kernels[0].grid: expected three expressions"},
+      {"a cluster of two dimensions",
+       [](Json& j) {
+         j["kernels"][0]["cluster"] = Json::array({"2", "1"});
+       },
+       "kernels[0].cluster: expected three expressions (x, y, z)"},
+      {"a cluster using the device",
+       [](Json& j) {
+         j["kernels"][0]["cluster"] = Json::array({"NUM_SMS", "1", "1"});
+       },
+       "kernels[0].cluster[0]: unknown name 'NUM_SMS'"},
       {"an unknown argument kind", [](Json& j) { j["kernels"][0]["args"][0]["kind"] = "inout"; },
        "kernels[0].args[0].kind: expected input, output, scratch, scalar or tensor_map"},
       {"an upper arch bound below the lower", [](Json& j) { j["max_sm"] = 75; },
