@@ -4,6 +4,9 @@ grid computed from launch.json (NUM_SMS, CTAS_PER_SM from the device), tensor ma
 cuTensorMapEncodeTiled from the tensors they describe, and the launch on PyTorch's current stream
 (so it can be captured in a CUDA graph).
 
+A kernel whose launch.json names a "cluster" other than [1, 1, 1] is launched in thread-block
+clusters of that extent (cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION).
+
 An export whose call is several kernels (launch.json's "kernels", run in the order of its
 "call") is launched the same way: each kernel with its own grid, block and shared memory, one
 after the other on the current stream. Its scratch tensors ("scratch") are allocated by bind on
@@ -35,6 +38,31 @@ _TORCH_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "i32": 
                  "fp8e4m3": "float8_e4m3fn", "fp8e5m2": "float8_e5m2"}
 _FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 _DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+class _ClusterDim(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+class _LaunchAttributeValue(ctypes.Union):
+    """CUlaunchAttributeValue: 64 bytes, 8-byte aligned (one member holds a pointer)."""
+    _fields_ = [("pad", ctypes.c_uint64 * 8), ("clusterDim", _ClusterDim)]
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: the id, padding to 8 bytes, the value."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4),
+                ("value", _LaunchAttributeValue)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint),
+                ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
 
 
 def _cuda():
@@ -112,6 +140,21 @@ class _Kernel:
                 raise RuntimeError(f"{folder}: {spec['entry']} does not fit on an SM")
         bindings = {"NUM_SMS": num_sms, "CTAS_PER_SM": ctas_per_sm.value}
         self.grid = tuple(_evaluate(dim, bindings) for dim in spec["grid"])
+        # Exports from before clusters have no "cluster": plain launches.
+        self.cluster = tuple(spec.get("cluster", [1, 1, 1]))
+        if (len(self.cluster) != 3 or min(self.cluster) < 1
+                or self.cluster[0] * self.cluster[1] * self.cluster[2] > 8):
+            raise RuntimeError(f"{folder}: {spec['entry']}'s cluster {list(self.cluster)} is not "
+                               "1 to 8 CTAs of extents >= 1")
+        if any(g % c != 0 for g, c in zip(self.grid, self.cluster)):
+            raise RuntimeError(f"{folder}: {spec['entry']}'s grid {list(self.grid)} is not a "
+                               f"multiple of its cluster {list(self.cluster)}")
+        self.attribute = None
+        if self.cluster != (1, 1, 1):
+            self.attribute = _LaunchAttribute()
+            self.attribute.id = _LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            dim = self.attribute.value.clusterDim
+            dim.x, dim.y, dim.z = self.cluster
 
 
 class ExportedKernel:
@@ -236,6 +279,14 @@ class ExportedKernel:
                     continue
                 _, kernel, pointers = step
                 grid, block = kernel.grid, kernel.block
+                if kernel.attribute is not None:
+                    config = _LaunchConfig(grid[0], grid[1], grid[2], block[0], block[1],
+                                           block[2], kernel.smem, stream,
+                                           ctypes.pointer(kernel.attribute), 1)
+                    _check(cuda.cuLaunchKernelEx(ctypes.byref(config), kernel.function, pointers,
+                                                 None),
+                           f"cuLaunchKernelEx of {kernel.spec['entry']}")
+                    continue
                 _check(cuda.cuLaunchKernel(kernel.function, grid[0], grid[1], grid[2], block[0],
                                            block[1], block[2], kernel.smem, stream, pointers,
                                            None),

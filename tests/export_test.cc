@@ -111,11 +111,24 @@ TEST_CASE("a kernel's plan keeps the call's sizes as expressions and folds what 
   // Two launches (split KV combined by a second kernel), grids over the sizes, fixed blocks.
   REQUIRE(packed["launches"].size() == 2);
   const Json& main = packed["launches"][0];
-  CHECK(main["grid"][0] == "(M_TILES * 4)");
+  CHECK(main["grid"][0] == "(M_TILES_C * 4)");
   CHECK(main["grid"][1] == "SLOTS");
   CHECK(main["block"] == Json::array({384, 1, 1}));
   CHECK(main["dynamic_smem_bytes"].is_number_integer());
+  CHECK(main["cluster"] == Json::array({1, 1, 1}));
   CHECK(packed["launches"][1]["entry"] == "sdpa_hopper_combine");
+  CHECK(packed["launches"][1]["cluster"] == Json::array({1, 1, 1}));
+  // Two CTAs of a cluster share K and V: the cluster is a constant, the grid whole clusters.
+  const Json clustered =
+      KernelPlan(hopper, test::GenomeFromSettings(hopper.manifest, "CLUSTER_M=2"),
+                 CompleteProblem(hopper.manifest, Sizes(1, 16, 16, 16384, 16384, 128, 0)),
+                 ArchByName("sm_90"), compiled);
+  REQUIRE(clustered["launches"].size() == 1);
+  CHECK(clustered["launches"][0]["cluster"] == Json::array({2, 1, 1}));
+  CHECK(clustered["launches"][0]["grid"][0] == "(M_TILES_C * 1)");
+  const Json& padded = clustered["derived"];
+  CHECK(std::find(padded.begin(), padded.end(),
+                  Json::array({"M_TILES_C", "(ceil_div(M_TILES, 2) * 2)"})) != padded.end());
   CHECK(packed["call"] ==
         Json::array({{{"launch", "sdpa_hopper_fwd"}}, {{"launch", "sdpa_hopper_combine"}}}));
   bool saw_map = false;
@@ -178,6 +191,9 @@ std::vector<TunedKernel> TestKernels(const TemplateLibrary& library) {
   Problem bf16 = Sizes(2, 8, 8, 2048, 2048, 128, 1);
   bf16["BF16"] = 1;
   tuned.push_back(Tuned(library, "sdpa_hopper", "", bf16, "sm_90", 70.0, 9));
+  // Launched in clusters of two CTAs.
+  tuned.push_back(Tuned(library, "sdpa_hopper", "CLUSTER_M=2 PERSISTENT=1",
+                        Sizes(1, 16, 16, 16384, 16384, 128, 0), "sm_90", 3400.0, 11));
   Problem fp8 = Sizes(2, 8, 8, 4096, 4096, 128, 0);
   fp8["Q_FP8"] = 1;
   tuned.push_back(Tuned(library, "sdpa_fp8", "", fp8, "sm_89", 300.0, 10));
@@ -228,9 +244,9 @@ TEST_CASE("a dispatch table keeps the fastest kernel per key and shape, each ker
   const DispatchPackage package = TestPackage(library);
   const Json& table = package.table;
   CHECK(table["format"] == kDispatchTableFormat);
-  // Ten runs, two at 2,8,2048,64 on sm_90: nine entries.
+  // Eleven runs, two at 2,8,2048,64 on sm_90: ten entries.
   const Json& entries = table["entries"];
-  REQUIRE(entries.size() == 9);
+  REQUIRE(entries.size() == 10);
   CHECK(package.cubins.size() == table["kernels"].size());
   for (const Json& entry : entries) {
     if (entry["shape"]["S_q"] == 2048 &&

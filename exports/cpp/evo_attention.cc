@@ -594,9 +594,12 @@ struct Launch {
   std::vector<Expr> when;  // empty: always
   std::vector<Expr> grid;
   int64_t block[3] = {1, 1, 1};
+  int64_t cluster[3] = {1, 1, 1};  // thread-block cluster extents; all 1 is a plain launch
   int64_t dynamic_smem = 0;
   bool needs_opt_in = false;
   std::vector<Param> params;
+
+  bool clustered() const { return cluster[0] * cluster[1] * cluster[2] > 1; }
 };
 
 struct Scratch {
@@ -698,6 +701,21 @@ Table LoadTable() {
       if (l.Has("when")) launch.when.emplace_back(l["when"]);
       launch.grid = Exprs(l["grid"]);
       for (size_t i = 0; i < 3; ++i) launch.block[i] = l["block"].items.at(i).Int();
+      // Tables from before clusters have no "cluster": plain launches.
+      if (l.Has("cluster")) {
+        if (l["cluster"].items.size() != 3) {
+          throw std::runtime_error("evo_attention: " + launch.entry +
+                                   "'s cluster is not three extents");
+        }
+        for (size_t i = 0; i < 3; ++i) launch.cluster[i] = l["cluster"].items.at(i).Int();
+        const int64_t ctas = launch.cluster[0] * launch.cluster[1] * launch.cluster[2];
+        if (std::min({launch.cluster[0], launch.cluster[1], launch.cluster[2]}) < 1 || ctas > 8) {
+          throw std::runtime_error(
+              "evo_attention: " + launch.entry + "'s cluster " + std::to_string(launch.cluster[0]) +
+              "x" + std::to_string(launch.cluster[1]) + "x" + std::to_string(launch.cluster[2]) +
+              " is not 1 to 8 CTAs of extents >= 1");
+        }
+      }
       launch.dynamic_smem = l["dynamic_smem_bytes"].Int();
       launch.needs_opt_in = l["needs_dynamic_smem_opt_in"].boolean;
       for (const Json& p : l["params"].items) launch.params.push_back(ParamFrom(p));
@@ -1009,6 +1027,12 @@ Plan PlanCall(const Kernel& kernel, const Shape& shape, int num_sms,
                             std::to_string(extent) + " for " + DescribeShape(RuntimeOf(shape)) +
                             ", outside [1, " + std::to_string(limit) + "]");
       }
+      if (extent % launch->cluster[i] != 0) {
+        throw DispatchError(entry + "'s grid[" + std::to_string(i) + "] is " +
+                            std::to_string(extent) + " for " + DescribeShape(RuntimeOf(shape)) +
+                            ", not a multiple of its cluster's " +
+                            std::to_string(launch->cluster[i]));
+      }
       planned.grid[i] = extent;
     }
     for (const Param& param : launch->params) {
@@ -1109,6 +1133,7 @@ struct Driver {
   decltype(&cuOccupancyMaxActiveBlocksPerMultiprocessor) Occupancy = nullptr;
   decltype(&cuTensorMapEncodeTiled) TensorMapEncodeTiled = nullptr;
   decltype(&cuLaunchKernel) LaunchKernel = nullptr;
+  decltype(&cuLaunchKernelEx) LaunchKernelEx = nullptr;  // clusters
   decltype(&cuMemsetD8Async) MemsetD8Async = nullptr;
   decltype(&cuMemAllocAsync) MemAllocAsync = nullptr;
   decltype(&cuMemFreeAsync) MemFreeAsync = nullptr;
@@ -1157,6 +1182,7 @@ const Driver& TheDriver() {
   Resolve(library, "cuOccupancyMaxActiveBlocksPerMultiprocessor", loaded->Occupancy);
   Resolve(library, "cuTensorMapEncodeTiled", loaded->TensorMapEncodeTiled);
   Resolve(library, "cuLaunchKernel", loaded->LaunchKernel);
+  Resolve(library, "cuLaunchKernelEx", loaded->LaunchKernelEx);
   Resolve(library, "cuMemsetD8Async", loaded->MemsetD8Async);
   Resolve(library, "cuMemAllocAsync", loaded->MemAllocAsync);
   Resolve(library, "cuMemFreeAsync", loaded->MemFreeAsync);
@@ -1258,8 +1284,11 @@ std::string DescribeCall(const Shape& shape, int sm, int num_sms, int ctas_per_s
       const Launch& launch = *step.launch;
       text += "launch " + launch.entry + " grid " +
               List({step.grid[0], step.grid[1], step.grid[2]}) + " block " +
-              List({launch.block[0], launch.block[1], launch.block[2]}) + " smem " +
-              std::to_string(launch.dynamic_smem) + "\n";
+              List({launch.block[0], launch.block[1], launch.block[2]}) +
+              (launch.clustered()
+                   ? " cluster " + List({launch.cluster[0], launch.cluster[1], launch.cluster[2]})
+                   : std::string()) +
+              " smem " + std::to_string(launch.dynamic_smem) + "\n";
       std::map<std::string, const std::vector<int64_t>*> shapes;
       for (const PlannedArg& arg : step.args) {
         if (arg.param->kind != "scalar" && arg.param->kind != "tensor_map") {
@@ -1552,10 +1581,31 @@ Choice Attention::Run(const Shape& shape, const Tensors& tensors, CUstream strea
           params[i] = &words[i];
         }
       }
+      CUfunction function = impl_->functions.at({kernel_index, launch.entry});
+      if (launch.clustered()) {
+        CUlaunchAttribute cluster{};
+        cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        cluster.value.clusterDim.x = static_cast<unsigned>(launch.cluster[0]);
+        cluster.value.clusterDim.y = static_cast<unsigned>(launch.cluster[1]);
+        cluster.value.clusterDim.z = static_cast<unsigned>(launch.cluster[2]);
+        CUlaunchConfig config{};
+        config.gridDimX = static_cast<unsigned>(step.grid[0]);
+        config.gridDimY = static_cast<unsigned>(step.grid[1]);
+        config.gridDimZ = static_cast<unsigned>(step.grid[2]);
+        config.blockDimX = static_cast<unsigned>(launch.block[0]);
+        config.blockDimY = static_cast<unsigned>(launch.block[1]);
+        config.blockDimZ = static_cast<unsigned>(launch.block[2]);
+        config.sharedMemBytes = static_cast<unsigned>(launch.dynamic_smem);
+        config.hStream = stream;
+        config.attrs = &cluster;
+        config.numAttrs = 1;
+        driver.Check(driver.LaunchKernelEx(&config, function, params.data(), nullptr),
+                     "cuLaunchKernelEx of " + launch.entry);
+        continue;
+      }
       driver.Check(
           driver.LaunchKernel(
-              impl_->functions.at({kernel_index, launch.entry}),
-              static_cast<unsigned>(step.grid[0]), static_cast<unsigned>(step.grid[1]),
+              function, static_cast<unsigned>(step.grid[0]), static_cast<unsigned>(step.grid[1]),
               static_cast<unsigned>(step.grid[2]), static_cast<unsigned>(launch.block[0]),
               static_cast<unsigned>(launch.block[1]), static_cast<unsigned>(launch.block[2]),
               static_cast<unsigned>(launch.dynamic_smem), stream, params.data(), nullptr),

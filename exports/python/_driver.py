@@ -16,6 +16,7 @@ SWIZZLE = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 INTERLEAVE = {"none": 0, "16B": 1, "32B": 2}
 L2_PROMOTION = {"none": 0, "64B": 1, "128B": 2, "256B": 3}
 FILL = {"zero": 0, "nan": 1}
+LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 
 
 class TensorMap(ctypes.Structure):
@@ -25,6 +26,52 @@ class TensorMap(ctypes.Structure):
 
 class CudaError(RuntimeError):
     pass
+
+
+class _ClusterDim(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+class _LaunchAttributeValue(ctypes.Union):
+    """CUlaunchAttributeValue: 64 bytes, 8-byte aligned (one member holds a pointer)."""
+    _fields_ = [("pad", ctypes.c_uint64 * 8), ("clusterDim", _ClusterDim)]
+
+
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: the id, padding to 8 bytes, the value."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4),
+                ("value", _LaunchAttributeValue)]
+
+
+class _LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint),
+                ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(_LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
+
+
+def cluster_launch_config(grid, block, cluster, smem, stream):
+    """A CUlaunchConfig for a launch in thread-block clusters of `cluster` CTAs, and its
+    attribute (which the config points to, so the caller keeps both alive)."""
+    attribute = _LaunchAttribute()
+    attribute.id = LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attribute.value.clusterDim.x, attribute.value.clusterDim.y, attribute.value.clusterDim.z = \
+        cluster
+    config = _LaunchConfig(grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
+                           stream or None, ctypes.pointer(attribute), 1)
+    return config, attribute
+
+
+def check_cluster(cluster, grid, entry):
+    """Refuses a cluster CUDA cannot launch over `grid`, naming the kernel."""
+    if len(cluster) != 3 or min(cluster) < 1 or cluster[0] * cluster[1] * cluster[2] > 8:
+        raise CudaError(f"{entry}'s cluster {list(cluster)} is not 1 to 8 CTAs of extents >= 1")
+    for axis in range(3):
+        if grid[axis] % cluster[axis] != 0:
+            raise CudaError(f"{entry}'s grid {list(grid)} is not a multiple of its cluster "
+                            f"{list(cluster)}")
 
 
 class _CtypesDriver:
@@ -56,6 +103,7 @@ class _CtypesDriver:
                                        ctypes.c_int, ctypes.c_int, ctypes.c_int],
             "cuLaunchKernel": [p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
                                ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, p, p, p],
+            "cuLaunchKernelEx": [ctypes.POINTER(_LaunchConfig), p, p, p],
         }
         for function, argtypes in signatures.items():
             getattr(c, function).argtypes = argtypes
@@ -121,7 +169,15 @@ class _CtypesDriver:
             "cuTensorMapEncodeTiled")
         return tensor_map
 
-    def launch(self, function, grid, block, smem, stream, params_address, entry):
+    def launch(self, function, grid, block, smem, stream, params_address, entry,
+               cluster=(1, 1, 1)):
+        if tuple(cluster) != (1, 1, 1):
+            check_cluster(cluster, grid, entry)
+            config, _attribute = cluster_launch_config(grid, block, cluster, smem, stream)
+            self._check(self._cuda.cuLaunchKernelEx(ctypes.byref(config), function,
+                                                    params_address, None),
+                        f"cuLaunchKernelEx of {entry}")
+            return
         self._check(self._cuda.cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0],
                                               block[1], block[2], smem, stream, params_address,
                                               None),
@@ -133,6 +189,7 @@ class _CudaPythonDriver:
 
     def __init__(self, cu):
         self._cu = cu
+        self._ctypes = None  # for cluster launches, made on first use
         self._check(cu.cuInit(0), "cuInit")
 
     def _check(self, result, what):
@@ -190,7 +247,16 @@ class _CudaPythonDriver:
         ctypes.memmove(ctypes.byref(tensor_map), encoded.getPtr(), ctypes.sizeof(TensorMap))
         return tensor_map
 
-    def launch(self, function, grid, block, smem, stream, params_address, entry):
+    def launch(self, function, grid, block, smem, stream, params_address, entry,
+               cluster=(1, 1, 1)):
+        if tuple(cluster) != (1, 1, 1):
+            # One implementation of the cluster launch, on the same driver through ctypes: the
+            # handles are plain ints either way.
+            if self._ctypes is None:
+                self._ctypes = _CtypesDriver()
+            self._ctypes.launch(function, grid, block, smem, stream, params_address, entry,
+                                cluster)
+            return
         cu = self._cu
         self._check(cu.cuLaunchKernel(cu.CUfunction(function), grid[0], grid[1], grid[2],
                                       block[0], block[1], block[2], smem, cu.CUstream(stream),

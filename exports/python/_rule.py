@@ -301,7 +301,24 @@ def load_table(folder=None):
     if table.get("format") != "evo-dispatch-1":
         raise ValueError(f"{folder}/table.json is not an evo dispatch table of format "
                          "evo-dispatch-1")
+    for kernel in table["kernels"]:
+        for launch in kernel["launches"]:
+            check_cluster(launch)
     return table
+
+
+def launch_cluster(launch):
+    """A launch's thread-block cluster extents; tables from before clusters have none."""
+    return list(launch.get("cluster", [1, 1, 1]))
+
+
+def check_cluster(launch):
+    """Refuses a cluster CUDA cannot launch: three extents >= 1, at most 8 CTAs."""
+    cluster = launch_cluster(launch)
+    if (len(cluster) != 3 or not all(isinstance(c, int) and c >= 1 for c in cluster)
+            or cluster[0] * cluster[1] * cluster[2] > 8):
+        raise ValueError(f"{launch['entry']}'s cluster {cluster} is not 1 to 8 CTAs of extents "
+                         ">= 1")
 
 
 def runs_on(kernel, sm):
@@ -467,6 +484,11 @@ def launch_plan(kernel, call, device):
             if extent < 1 or extent > limit:
                 raise DispatchError(f"{launch['entry']}'s grid[{i}] is {extent} for "
                                     f"{describe_shape(call)}, outside [1, {limit}]")
+            cluster = launch_cluster(launch)[i]
+            if extent % cluster != 0:
+                raise DispatchError(f"{launch['entry']}'s grid[{i}] is {extent} for "
+                                    f"{describe_shape(call)}, not a multiple of its cluster's "
+                                    f"{cluster}")
         args = []
         for param in launch["params"]:
             kind = param["kind"]
@@ -488,6 +510,7 @@ def launch_plan(kernel, call, device):
                     arg["role"] = param["role"]
                 args.append(arg)
         steps.append({"launch": launch["entry"], "grid": grid, "block": launch["block"],
+                      "cluster": launch_cluster(launch),
                       "dynamic_smem_bytes": launch["dynamic_smem_bytes"], "args": args})
     return {"scratch": scratch, "steps": steps}
 
@@ -553,8 +576,10 @@ def describe_call(table, call, sm, num_sms, ctas_per_sm):
             if "memset" in step:
                 lines.append(f"memset {step['memset']}")
                 continue
+            cluster = step.get("cluster", [1, 1, 1])
+            clustered = f" cluster {_list(cluster)}" if cluster != [1, 1, 1] else ""
             lines.append(f"launch {step['launch']} grid {_list(step['grid'])} block "
-                         f"{_list(step['block'])} smem {step['dynamic_smem_bytes']}")
+                         f"{_list(step['block'])}{clustered} smem {step['dynamic_smem_bytes']}")
             shapes = {arg["name"]: arg["shape"] for arg in step["args"] if "shape" in arg}
             for arg in step["args"]:
                 if arg["kind"] == "scalar":

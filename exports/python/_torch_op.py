@@ -253,7 +253,7 @@ def run(table, q, k, v, causal, scales):
             function = kernels.functions[(kernel_index, step["launch"])]
             kernels.driver.launch(function, step["grid"], step["block"],
                                   step["dynamic_smem_bytes"], stream, ctypes.addressof(pointers),
-                                  step["launch"])
+                                  step["launch"], step.get("cluster", [1, 1, 1]))
         return out
 
 
