@@ -246,19 +246,17 @@ TEST_CASE("sdpa_hopper compiles for sm_90a across its space, or a named constrai
   }
 }
 
-TEST_CASE("sdpa_hopper refuses CAUSAL_PAIRS without a persistent, unsplit causal walk",
-          "[compile][nvrtc]") {
+// A setting and whether its problem (2,8,1000,1000, D = 128, fp16) is causal.
+struct CausalSetting {
+  const char* settings;
+  int64_t causal;
+};
+
+// Each setting is refused by the compile gate as invalid, by `constraint`.
+void ExpectRefusedBy(std::span<const CausalSetting> refusals, const char* constraint) {
   const TemplateLibrary library = TemplateLibrary::Load({});
   const KernelTemplate& hopper = library.Find("sdpa_hopper");
   NvrtcCompiler compiler;
-  const struct {
-    const char* settings;
-    int64_t causal;
-  } refusals[] = {
-      {"CAUSAL_PAIRS=1 PERSISTENT=1", 0},
-      {"CAUSAL_PAIRS=1", 1},
-      {"CAUSAL_PAIRS=1 PERSISTENT=1 SPLITS=2 TMA_STORE=0", 1},
-  };
   for (const auto& [settings, causal] : refusals) {
     INFO(settings << " causal=" << causal);
     const Problem problem = HopperProblem(hopper.manifest, 2, 8, 1000, 1000, 128, causal, 0);
@@ -267,35 +265,32 @@ TEST_CASE("sdpa_hopper refuses CAUSAL_PAIRS without a persistent, unsplit causal
                        ArchByName("sm_90"), compiler, {});
     CHECK(outcome.status == Status::kInvalid);
     REQUIRE(outcome.violation.has_value());
-    CHECK(outcome.violation->name == "causal_pairs_need_persistent_causal");
+    CHECK(outcome.violation->name == constraint);
   }
+}
+
+TEST_CASE("sdpa_hopper refuses CAUSAL_PAIRS without a persistent, unsplit causal walk",
+          "[compile][nvrtc]") {
+  const CausalSetting refusals[] = {
+      {"CAUSAL_PAIRS=1 PERSISTENT=1", 0},
+      {"CAUSAL_PAIRS=1", 1},
+      {"CAUSAL_PAIRS=1 PERSISTENT=1 SPLITS=2 TMA_STORE=0", 1},
+  };
+  ExpectRefusedBy(refusals, "causal_pairs_need_persistent_causal");
 }
 
 TEST_CASE("sdpa_hopper refuses CLUSTER_M where the CTAs of a cluster would walk different KV tiles",
           "[compile][nvrtc]") {
-  const TemplateLibrary library = TemplateLibrary::Load({});
-  const KernelTemplate& hopper = library.Find("sdpa_hopper");
-  NvrtcCompiler compiler;
-  const struct {
-    const char* settings;
-    int64_t causal;
-  } refusals[] = {
+  const CausalSetting refusals[] = {
       {"CLUSTER_M=2", 1},
       {"CLUSTER_M=2 PERSISTENT=1 CAUSAL_PAIRS=1", 1},
       {"CLUSTER_M=2 SPLITS=2 TMA_STORE=0", 0},
       {"CLUSTER_M=2 PERSISTENT=1 STREAM_K=1", 0},
       {"CLUSTER_M=2 KV_INTERLEAVE=1 PINGPONG=0", 0},
   };
-  for (const auto& [settings, causal] : refusals) {
-    INFO(settings << " causal=" << causal);
-    const Problem problem = HopperProblem(hopper.manifest, 2, 8, 1000, 1000, 128, causal, 0);
-    const CompileOutcome outcome =
-        RunCompileGate(hopper, test::GenomeFromSettings(hopper.manifest, settings), problem,
-                       ArchByName("sm_90"), compiler, {});
-    CHECK(outcome.status == Status::kInvalid);
-    REQUIRE(outcome.violation.has_value());
-    CHECK(outcome.violation->name == "cluster_shares_whole_kv_ranges");
-  }
+  ExpectRefusedBy(refusals, "cluster_shares_whole_kv_ranges");
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const KernelTemplate& hopper = library.Find("sdpa_hopper");
   // Where it applies, the launch is a cluster of two along x over a grid padded to whole
   // clusters: 8 query tiles of 128 rows (1000 rows) per head, 9 of 128 (1100) padded to 10.
   const KernelSpec& kernel = hopper.manifest.main_kernel();

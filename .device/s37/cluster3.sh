@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CLUSTER_M=2 variant (template copy in kv_split/): CTA 0 multicasts the whole K tile, CTA 1 the
+# (kv_split/ is made by make_kv_split.sh.) CLUSTER_M=2 variant (template copy in kv_split/): CTA 0 multicasts the whole K tile, CTA 1 the
 # whole V tile, instead of each half of both. Against the shipped template's CLUSTER_M=1.
 set -u
 exec > >(tee $OUT/cluster3.log) 2>&1

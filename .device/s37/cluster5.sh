@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLUSTER_M=2 with .cta-scope remote arrivals, over the long non-causal shapes, two rounds, with
 # and without the cluster; kv_split/ (CTA 0 multicasts K, CTA 1 V) beside the halves.
+# (kv_split/ is made by make_kv_split.sh.)
 set -u
 exec > >(tee $OUT/cluster5.log) 2>&1
 E=build-bundle/evo

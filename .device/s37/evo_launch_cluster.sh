@@ -5,15 +5,7 @@ set -u
 exec > >(tee $OUT/launch.log) 2>&1
 E=$PWD/build-bundle/evo; S=$PWD/scripts
 T=$OUT/templates; W=$OUT/export; mkdir -p $T $W
-cp -r kernel_templates/sdpa_hopper $T/hopper_cluster
-python3 - $T/hopper_cluster/manifest.json <<'PY'
-import json, sys
-path = sys.argv[1]; m = json.load(open(path))
-m["name"] = "hopper_cluster"
-for k in m["knobs"]:
-    if k["name"] == "CLUSTER_M": k["values"], k["default"] = [2], 2
-json.dump(m, open(path, "w"), indent=2)
-PY
+bash .device/s37/cluster_only_template.sh $T
 cd $W
 timeout 60 $E --templates $T run --template hopper_cluster --shape 1,16,2045,2043,128 --budget 1 --db c.db < /dev/null 2>&1 | tail -2
 $E --templates $T export 1 --out one --db c.db 2>&1 | tail -1
