@@ -154,6 +154,10 @@ std::vector<Proposal> Evolution::Propose(int generation, int count,
         taken = take({std::move(*genome), "random", std::nullopt, std::nullopt});
       }
       if (taken) continue;
+      // A space too large to list or enumerate leaves the generation short here rather than
+      // fail the run: its random draws found only seen configurations, which in such a space
+      // is rare luck, not exhaustion.
+      if (!unexplored && !space_.Enumerable()) return;
       if (!unexplored) unexplored = space_.Enumerate();
       std::erase_if(*unexplored, [&](const Genome& genome) { return seen.count(genome) > 0; });
       if (unexplored->empty()) return;

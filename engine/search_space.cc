@@ -180,6 +180,26 @@ std::optional<Genome> SearchSpace::RepairFromList(const ValidConfigurations& lis
   return random.Pick(candidates);
 }
 
+namespace {
+
+// The knob combinations of `knobs`, or kMaxEnumerated + 1 where there are more.
+uint64_t CombinationsUpToLimit(const std::vector<KnobSpec>& knobs) {
+  uint64_t combinations = 1;
+  for (const KnobSpec& knob : knobs) {
+    const uint64_t size = std::max<uint64_t>(1, knob.values.size());
+    combinations = combinations > SearchSpace::kMaxEnumerated / size
+                       ? SearchSpace::kMaxEnumerated + 1
+                       : combinations * size;
+  }
+  return combinations;
+}
+
+}  // namespace
+
+bool SearchSpace::Enumerable() const {
+  return Listed() != nullptr || CombinationsUpToLimit(manifest_->knobs) <= kMaxEnumerated;
+}
+
 std::vector<Genome> SearchSpace::Enumerate() const {
   std::vector<Genome> valid;
   if (const ValidConfigurations* listed = Listed()) {
@@ -193,12 +213,7 @@ std::vector<Genome> SearchSpace::Enumerate() const {
   }
   // Tested one by one, a space this large would keep a sweep (or its --count) busy for hours
   // or forever; a space that large is cut by fixing knobs, not swept.
-  uint64_t combinations = 1;
-  for (const KnobSpec& knob : knobs) {
-    const uint64_t size = knob.values.size();
-    combinations = combinations > kMaxEnumerated / size ? kMaxEnumerated + 1 : combinations * size;
-  }
-  if (combinations > kMaxEnumerated) {
+  if (CombinationsUpToLimit(knobs) > kMaxEnumerated) {
     throw Error("the space of " + manifest_->name + " holds more than " +
                 std::to_string(kMaxEnumerated) +
                 " knob combinations and too many valid ones to list; fix knobs (evo sweep --fix "

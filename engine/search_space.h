@@ -55,6 +55,8 @@ class SearchSpace {
   // --fix, rather than test them one by one.
   std::vector<Genome> Enumerate() const;
   static constexpr uint64_t kMaxEnumerated = uint64_t{1} << 24;
+  // Whether Enumerate answers (rather than throws): the space is listed or small enough.
+  bool Enumerable() const;
 
  private:
   // The list, made on the first call; nullptr where the space is too large to list.

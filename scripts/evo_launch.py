@@ -113,6 +113,21 @@ def _num_sms():
     return num_sms.value
 
 
+def _launch_cluster(spec, grid, folder):
+    """The thread-block cluster of a kernel of launch.json over its evaluated grid, refused
+    where CUDA could not launch it. Exports from before clusters have none: plain launches."""
+    cluster = spec.get("cluster", [1, 1, 1])
+    if (not isinstance(cluster, list) or len(cluster) != 3
+            or not all(type(c) is int and c >= 1 for c in cluster)
+            or cluster[0] * cluster[1] * cluster[2] > 8):
+        raise RuntimeError(f"{folder}: {spec['entry']}'s cluster {cluster} is not 1 to 8 CTAs "
+                           "of extents >= 1")
+    if any(g % c != 0 for g, c in zip(grid, cluster)):
+        raise RuntimeError(f"{folder}: {spec['entry']}'s grid {list(grid)} is not a multiple of "
+                           f"its cluster {cluster}")
+    return tuple(cluster)
+
+
 class _Kernel:
     """One entry of the cubin, ready to launch: its function, shared memory opt-in and grid."""
 
@@ -140,15 +155,7 @@ class _Kernel:
                 raise RuntimeError(f"{folder}: {spec['entry']} does not fit on an SM")
         bindings = {"NUM_SMS": num_sms, "CTAS_PER_SM": ctas_per_sm.value}
         self.grid = tuple(_evaluate(dim, bindings) for dim in spec["grid"])
-        # Exports from before clusters have no "cluster": plain launches.
-        self.cluster = tuple(spec.get("cluster", [1, 1, 1]))
-        if (len(self.cluster) != 3 or min(self.cluster) < 1
-                or self.cluster[0] * self.cluster[1] * self.cluster[2] > 8):
-            raise RuntimeError(f"{folder}: {spec['entry']}'s cluster {list(self.cluster)} is not "
-                               "1 to 8 CTAs of extents >= 1")
-        if any(g % c != 0 for g, c in zip(self.grid, self.cluster)):
-            raise RuntimeError(f"{folder}: {spec['entry']}'s grid {list(self.grid)} is not a "
-                               f"multiple of its cluster {list(self.cluster)}")
+        self.cluster = _launch_cluster(spec, self.grid, folder)
         self.attribute = None
         if self.cluster != (1, 1, 1):
             self.attribute = _LaunchAttribute()

@@ -421,6 +421,222 @@ TEST_CASE("the exported Python and C++ dispatch agree on every call: exact, near
         std::string::npos);
 }
 
+// What each runtime makes of a package's table: describe_calls.py and describe_calls.cc over
+// `calls`, with the package written into `dir`. A runtime that refuses the table exits 1 and
+// says why on stderr. Only the tables differ between packages, so the library's and
+// describe_calls' objects are compiled once, into `objects`, and each table linked with them.
+struct Described {
+  test::CommandResult python;
+  test::CommandResult native;
+};
+
+Described DescribeBoth(const std::filesystem::path& dir, const DispatchPackage& package,
+                       const std::string& calls, const std::filesystem::path& objects) {
+  WritePythonPackage(dir / "py", "tuned_attention", package);
+  WriteCppPackage(dir / "cpp", package);
+  test::WriteFile(dir / "calls.txt", calls);
+  const std::filesystem::path data = test::SourceDir() / "tests" / "data" / "export";
+  Described described;
+  described.python = test::RunProgram("python3",
+                                      {(data / "describe_calls.py").string(), (dir / "py").string(),
+                                       "tuned_attention", (dir / "calls.txt").string()},
+                                      dir);
+  const auto compile = [&](const std::filesystem::path& source,
+                           const std::filesystem::path& object) {
+    const test::CommandResult built =
+        test::RunProgram("g++",
+                         {"-std=c++20", "-O1", "-Wall", "-Wextra", "-Werror", "-I",
+                          (dir / "cpp" / "include").string(), "-I", "/usr/local/cuda/include", "-c",
+                          source.string(), "-o", object.string()},
+                         dir);
+    INFO(built.err);
+    REQUIRE(built.exit_code == 0);
+  };
+  if (!std::filesystem::exists(objects / "describe_calls.o")) {
+    std::filesystem::create_directories(objects);
+    compile(dir / "cpp" / "src" / "evo_attention.cc", objects / "evo_attention.o");
+    compile(data / "describe_calls.cc", objects / "describe_calls.o");
+  }
+  compile(dir / "cpp" / "src" / "evo_attention_data.cc", dir / "evo_attention_data.o");
+  const test::CommandResult linked = test::RunProgram(
+      "g++",
+      {(objects / "evo_attention.o").string(), (objects / "describe_calls.o").string(),
+       (dir / "evo_attention_data.o").string(), "-ldl", "-o", (dir / "describe").string()},
+      dir);
+  INFO(linked.err);
+  REQUIRE(linked.exit_code == 0);
+  described.native = test::RunProgram(dir / "describe", {(dir / "calls.txt").string()}, dir);
+  return described;
+}
+
+TEST_CASE(
+    "the exported runtimes read a launch's cluster: kept, absent as none, refused where CUDA "
+    "could not launch it",
+    "[export]") {
+  if (!test::HaveProgram("python3") || !test::HaveProgram("g++")) {
+    WARN("skipped: python3 or g++ is missing");
+    return;
+  }
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const std::vector<TunedKernel> tuned = {
+      Tuned(library, "sdpa_hopper", "CLUSTER_M=2", Sizes(1, 16, 16, 2048, 2048, 128, 0), "sm_90",
+            300.0, 1),
+      Tuned(library, "sdpa_fp16", "", Sizes(2, 8, 8, 512, 512, 64, 0), "sm_90", 8.0, 2)};
+  const DispatchPackage package = BuildDispatchPackage(tuned, "the export test");
+  const Json& kernels = package.table["kernels"];
+  REQUIRE(kernels.size() == 2);
+  const size_t clustered = kernels[0]["launches"][0]["entry"] == "sdpa_hopper_fwd" ? 0 : 1;
+  REQUIRE(kernels[clustered]["launches"][0]["entry"] == "sdpa_hopper_fwd");
+  CHECK(kernels[clustered]["launches"][0]["cluster"] == Json::array({2, 1, 1}));
+  CHECK(kernels[1 - clustered]["launches"][0]["cluster"] == Json::array({1, 1, 1}));
+  // The tuned shape; 1100 query rows, 9 tiles of 128 padded to a whole number of clusters; and
+  // a call of the unclustered kernel.
+  const std::string tuned_call = "1 16 16 2048 2048 128 0 f16 f16 90";
+  const std::string padded_call = "1 16 16 1100 1100 128 0 f16 f16 90";
+  const std::string plain_call = "2 8 8 512 512 64 0 f16 f16 90";
+  const std::string calls = tuned_call + "\n" + padded_call + "\n" + plain_call + "\n";
+  test::TempDir dir;
+  const std::filesystem::path objects = dir.path() / "objects";
+  const auto with_cluster = [&](const Json& cluster) {
+    DispatchPackage changed = package;
+    changed.table["kernels"][clustered]["launches"][0]["cluster"] = cluster;
+    return changed;
+  };
+
+  // Kept: both runtimes print the cluster of the launch that has one, and only there.
+  const Described kept = DescribeBoth(dir.path() / "kept", package, calls, objects);
+  INFO(kept.python.err << kept.native.err);
+  REQUIRE(kept.python.exit_code == 0);
+  REQUIRE(kept.native.exit_code == 0);
+  CHECK(kept.native.out == kept.python.out);
+  const std::map<std::string, std::string> described = ByCall(kept.python.out);
+  CHECK(described.at(tuned_call)
+            .find("launch sdpa_hopper_fwd grid [16,16,1] block [384,1,1] cluster [2,1,1] smem ") !=
+        std::string::npos);
+  CHECK(described.at(padded_call)
+            .find("launch sdpa_hopper_fwd grid [10,16,1] block [384,1,1] "
+                  "cluster [2,1,1] smem ") != std::string::npos);
+  CHECK(described.at(plain_call).find("launch sdpa_fp16_fwd grid ") != std::string::npos);
+  CHECK(described.at(plain_call).find(" cluster ") == std::string::npos);
+
+  // Absent, as in a table of an evo from before clusters: every launch reads as a plain one.
+  DispatchPackage older = package;
+  for (Json& kernel : older.table["kernels"]) {
+    for (Json& launch : kernel["launches"]) launch.erase("cluster");
+  }
+  REQUIRE(older.table.dump().find("\"cluster\"") == std::string::npos);
+  const Described absent = DescribeBoth(dir.path() / "absent", older, calls, objects);
+  INFO(absent.python.err << absent.native.err);
+  REQUIRE(absent.python.exit_code == 0);
+  REQUIRE(absent.native.exit_code == 0);
+  CHECK(absent.native.out == absent.python.out);
+  std::string unclustered = kept.python.out;
+  for (size_t at = unclustered.find(" cluster [2,1,1]"); at != std::string::npos;
+       at = unclustered.find(" cluster [2,1,1]")) {
+    unclustered.erase(at, std::string(" cluster [2,1,1]").size());
+  }
+  CHECK(absent.python.out == unclustered);
+
+  // Refused when the table is read: extents below 1, more CTAs than a portable cluster holds,
+  // extents that are not integers.
+  const struct {
+    Json cluster;
+    std::string python, native;
+  } refusals[] = {
+      {Json::array({0, 1, 1}), "sdpa_hopper_fwd's cluster [0, 1, 1] is not 1 to 8 CTAs",
+       "evo_attention: sdpa_hopper_fwd's cluster 0x1x1 is not 1 to 8 CTAs"},
+      {Json::array({16, 1, 1}), "sdpa_hopper_fwd's cluster [16, 1, 1] is not 1 to 8 CTAs",
+       "evo_attention: sdpa_hopper_fwd's cluster 16x1x1 is not 1 to 8 CTAs"},
+      {Json::array({4, 4, 1}), "sdpa_hopper_fwd's cluster [4, 4, 1] is not 1 to 8 CTAs",
+       "evo_attention: sdpa_hopper_fwd's cluster 4x4x1 is not 1 to 8 CTAs"},
+      {Json::array({"2", 1, 1}), "sdpa_hopper_fwd's cluster ['2', 1, 1] is not 1 to 8 CTAs",
+       "evo_attention: sdpa_hopper_fwd's cluster is not three integer extents"},
+      {Json::array({2, 1}), "sdpa_hopper_fwd's cluster [2, 1] is not 1 to 8 CTAs",
+       "evo_attention: sdpa_hopper_fwd's cluster is not three integer extents"},
+  };
+  int variant = 0;
+  for (const auto& refusal : refusals) {
+    INFO(refusal.cluster.dump());
+    const Described refused = DescribeBoth(dir.path() / ("refused" + std::to_string(variant++)),
+                                           with_cluster(refusal.cluster), calls, objects);
+    CHECK(refused.python.exit_code != 0);
+    CHECK(refused.python.err.find(refusal.python) != std::string::npos);
+    CHECK(refused.native.exit_code == 1);
+    CHECK(refused.native.err.find(refusal.native) != std::string::npos);
+  }
+
+  // A grid that is not a whole number of clusters: each call is refused with its sizes, the
+  // unclustered kernel's calls are not.
+  const Described uneven =
+      DescribeBoth(dir.path() / "uneven", with_cluster(Json::array({3, 1, 1})), calls, objects);
+  INFO(uneven.python.err << uneven.native.err);
+  REQUIRE(uneven.python.exit_code == 0);
+  REQUIRE(uneven.native.exit_code == 0);
+  CHECK(uneven.native.out == uneven.python.out);
+  const std::map<std::string, std::string> refused = ByCall(uneven.python.out);
+  CHECK(refused.at(tuned_call) ==
+        "error: sdpa_hopper_fwd's grid[0] is 16 for B=1 H=16 H_kv=16 S_q=2048 S_kv=2048, not a "
+        "multiple of its cluster's 3\n");
+  CHECK(refused.at(padded_call) ==
+        "error: sdpa_hopper_fwd's grid[0] is 10 for B=1 H=16 H_kv=16 S_q=1100 S_kv=1100, not a "
+        "multiple of its cluster's 3\n");
+  CHECK(refused.at(plain_call) == described.at(plain_call));
+}
+
+TEST_CASE(
+    "the exported Python driver and evo_launch.py lay out cuLaunchKernelEx's config as cuda.h "
+    "does, and evo_launch.py reads a launch's cluster",
+    "[export]") {
+  if (!test::HaveProgram("python3") || !test::HaveProgram("g++")) {
+    WARN("skipped: python3 or g++ is missing");
+    return;
+  }
+  test::TempDir dir;
+  // The figures the ctypes structures must match, from cuda.h itself.
+  test::WriteFile(dir.path() / "layout.cc", R"(#include <cuda.h>
+#include <cstddef>
+#include <cstdio>
+int main() {
+  std::printf(
+      "attribute_size=%zu attribute_align=%zu attribute_value=%zu value_size=%zu cluster_dim=%zu "
+      "config_size=%zu config_smem=%zu config_stream=%zu config_attrs=%zu config_num_attrs=%zu "
+      "cluster_dimension=%d\n",
+      sizeof(CUlaunchAttribute), alignof(CUlaunchAttribute), offsetof(CUlaunchAttribute, value),
+      sizeof(CUlaunchAttributeValue), offsetof(CUlaunchAttributeValue, clusterDim),
+      sizeof(CUlaunchConfig), offsetof(CUlaunchConfig, sharedMemBytes),
+      offsetof(CUlaunchConfig, hStream), offsetof(CUlaunchConfig, attrs),
+      offsetof(CUlaunchConfig, numAttrs), static_cast<int>(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION));
+}
+)");
+  const test::CommandResult built = test::RunProgram(
+      "g++",
+      {"-std=c++20", "-I", "/usr/local/cuda/include", (dir.path() / "layout.cc").string(), "-o",
+       (dir.path() / "layout").string()},
+      dir.path());
+  INFO(built.err);
+  REQUIRE(built.exit_code == 0);
+  const test::CommandResult layout = test::RunProgram(dir.path() / "layout", {}, dir.path());
+  REQUIRE(layout.exit_code == 0);
+  INFO(layout.out);
+
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  WritePythonPackage(dir.path() / "py", "tuned_attention",
+                     BuildDispatchPackage({Tuned(library, "sdpa_fp16", "",
+                                                 Sizes(2, 8, 8, 512, 512, 64, 0), "sm_90", 8.0, 1)},
+                                          "the export test"));
+  const test::CommandResult checks = test::RunProgram(
+      "python3",
+      {(test::SourceDir() / "tests" / "data" / "export" / "cluster_checks.py").string(),
+       (dir.path() / "py").string(), "tuned_attention", (test::SourceDir() / "scripts").string(),
+       layout.out.substr(0, layout.out.find('\n'))},
+      dir.path());
+  INFO(checks.out << checks.err);
+  CHECK(checks.exit_code == 0);
+  CHECK(checks.out.find("ok: evo_launch.py lays out CUlaunchConfig and CUlaunchAttribute as "
+                        "cuda.h does") != std::string::npos);
+  CHECK(checks.out.find("PASSED") != std::string::npos);
+}
+
 // sdpa_fp16 written into `folder` with scratch of a row per SM, as a persistent kernel keeps
 // partial results: [PERSISTENT ? 2 * NUM_SMS * BLOCK_M : 1, PERSISTENT ? D + 8 : 1] in both
 // kernels of its call.

@@ -12,9 +12,23 @@
 namespace evo {
 namespace {
 
-const Manifest& HopperManifest() {
+const Manifest& FullHopperManifest() {
   static const TemplateLibrary library = TemplateLibrary::Load({});
   return library.Find("sdpa_hopper").manifest;
+}
+
+// sdpa_hopper with CLUSTER_M at 1 only. The spaces tested one configuration at a time below
+// visit every knob combination, which SearchSpace allows up to kMaxEnumerated; CLUSTER_M's
+// second value takes sdpa_hopper past it.
+const Manifest& HopperManifest() {
+  static const Manifest manifest = [] {
+    Manifest cut = FullHopperManifest();
+    for (KnobSpec& knob : cut.knobs) {
+      if (knob.name == "CLUSTER_M") knob.values = {1};
+    }
+    return cut;
+  }();
+  return manifest;
 }
 
 // Spaces where few combinations are valid: decode with grouped heads (the split-KV knobs
@@ -84,6 +98,32 @@ TEST_CASE("A listed space answers as one that tests each configuration alone", "
     }
     CHECK(listed_repairs.Next() == alone_repairs.Next());
   }
+}
+
+TEST_CASE("A space too large to list or enumerate says so, and the listed one enumerates",
+          "[engine]") {
+  const Manifest& manifest = FullHopperManifest();
+  const Problem problem = SparseHopperProblems().front();
+  const ArchInfo arch = ArchByName("sm_90");
+  uint64_t combinations = 1;
+  for (const KnobSpec& knob : manifest.knobs) combinations *= knob.values.size();
+  REQUIRE(combinations > SearchSpace::kMaxEnumerated);
+  const SearchSpace unlisted(manifest, problem, arch, 0);
+  CHECK_FALSE(unlisted.Enumerable());
+  CHECK_THROWS_WITH(unlisted.Enumerate(), Catch::Contains("fix knobs (evo sweep --fix"));
+  // Sampling does not need the list.
+  Random random(1);
+  CHECK(unlisted.IsValid(unlisted.Sample(random).value()));
+  const SearchSpace listed(manifest, problem, arch);
+  CHECK(listed.Enumerable());
+  const std::vector<Genome> valid = listed.Enumerate();
+  CHECK(valid.size() > 100);
+  // Both values of CLUSTER_M are among them: the decode problem is not causal, one split.
+  std::set<int64_t> clusters;
+  for (const Genome& genome : valid) clusters.insert(genome.at("CLUSTER_M"));
+  CHECK(clusters == std::set<int64_t>{1, 2});
+  // The cut space is small enough to enumerate without its list.
+  CHECK(SearchSpace(HopperManifest(), problem, arch, 0).Enumerable());
 }
 
 TEST_CASE("A space over the listing limit is tested one configuration at a time", "[engine]") {

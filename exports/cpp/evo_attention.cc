@@ -703,13 +703,19 @@ Table LoadTable() {
       for (size_t i = 0; i < 3; ++i) launch.block[i] = l["block"].items.at(i).Int();
       // Tables from before clusters have no "cluster": plain launches.
       if (l.Has("cluster")) {
-        if (l["cluster"].items.size() != 3) {
+        const std::vector<Json>& extents = l["cluster"].items;
+        if (extents.size() != 3 || std::any_of(extents.begin(), extents.end(), [](const Json& e) {
+              return e.kind != Json::Kind::kInt;
+            })) {
           throw std::runtime_error("evo_attention: " + launch.entry +
-                                   "'s cluster is not three extents");
+                                   "'s cluster is not three integer extents");
         }
-        for (size_t i = 0; i < 3; ++i) launch.cluster[i] = l["cluster"].items.at(i).Int();
-        const int64_t ctas = launch.cluster[0] * launch.cluster[1] * launch.cluster[2];
-        if (std::min({launch.cluster[0], launch.cluster[1], launch.cluster[2]}) < 1 || ctas > 8) {
+        for (size_t i = 0; i < 3; ++i) launch.cluster[i] = extents[i].integer;
+        const auto [least, most] =
+            std::minmax({launch.cluster[0], launch.cluster[1], launch.cluster[2]});
+        // Bounded extents first: their product cannot overflow then.
+        if (least < 1 || most > 8 ||
+            launch.cluster[0] * launch.cluster[1] * launch.cluster[2] > 8) {
           throw std::runtime_error(
               "evo_attention: " + launch.entry + "'s cluster " + std::to_string(launch.cluster[0]) +
               "x" + std::to_string(launch.cluster[1]) + "x" + std::to_string(launch.cluster[2]) +

@@ -314,8 +314,10 @@ def launch_cluster(launch):
 
 def check_cluster(launch):
     """Refuses a cluster CUDA cannot launch: three extents >= 1, at most 8 CTAs."""
-    cluster = launch_cluster(launch)
-    if (len(cluster) != 3 or not all(isinstance(c, int) and c >= 1 for c in cluster)
+    cluster = launch.get("cluster", [1, 1, 1])
+    # type(), not isinstance(): JSON's true is a bool, an int to Python; the C++ export refuses it.
+    if (not isinstance(cluster, list) or len(cluster) != 3
+            or not all(type(c) is int and c >= 1 for c in cluster)
             or cluster[0] * cluster[1] * cluster[2] > 8):
         raise ValueError(f"{launch['entry']}'s cluster {cluster} is not 1 to 8 CTAs of extents "
                          ">= 1")
