@@ -90,17 +90,18 @@ LaunchFigures EvaluateLaunch(const KernelSpec& kernel, const Bindings& bindings)
     throw Error("dynamic_smem " + kernel.dynamic_smem.text() + " is " +
                 std::to_string(figures.dynamic_smem));
   }
+  std::array<int64_t, 3> cluster{};
   int64_t cluster_ctas = 1;
   for (int axis = 0; axis < 3; ++axis) {
-    const int64_t extent = kernel.cluster[axis].Evaluate(bindings);
-    check("cluster", axis, kernel.cluster[axis], extent, kMaxClusterCtas);
-    cluster_ctas *= extent;
+    cluster[axis] = kernel.cluster[axis].Evaluate(bindings);
+    check("cluster", axis, kernel.cluster[axis], cluster[axis], kMaxClusterCtas);
+    cluster_ctas *= cluster[axis];
   }
   if (cluster_ctas > kMaxClusterCtas) {
     throw Error("a cluster of " + std::to_string(cluster_ctas) + " CTAs; CUDA takes up to " +
                 std::to_string(kMaxClusterCtas) + " without the non-portable opt-in");
   }
-  if (cluster_ctas > 1 && bindings.contains("SM") && bindings.at("SM") < 90) {
+  if (cluster_ctas > 1 && bindings.at("SM") < 90) {
     throw Error("a cluster of " + std::to_string(cluster_ctas) + " CTAs on sm_" +
                 std::to_string(bindings.at("SM")) + "; clusters need sm_90 or later");
   }
@@ -109,11 +110,10 @@ LaunchFigures EvaluateLaunch(const KernelSpec& kernel, const Bindings& bindings)
     if (NeedsDevice(dim, bindings)) continue;  // checked at launch, where the device is known
     const int64_t extent = dim.Evaluate(bindings);
     check("grid", axis, dim, extent, kMaxGridDim[axis]);
-    const int64_t cluster = kernel.cluster[axis].Evaluate(bindings);
-    if (extent % cluster != 0) {
+    if (extent % cluster[axis] != 0) {
       throw Error(std::string("grid.") + kAxis[axis] + " " + dim.text() + " is " +
                   std::to_string(extent) + ", not a multiple of the cluster's " +
-                  std::to_string(cluster));
+                  std::to_string(cluster[axis]));
     }
   }
   for (const KernelArgSpec& arg : kernel.args) {

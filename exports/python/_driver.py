@@ -64,16 +64,6 @@ def cluster_launch_config(grid, block, cluster, smem, stream):
     return config, attribute
 
 
-def check_cluster(cluster, grid, entry):
-    """Refuses a cluster CUDA cannot launch over `grid`, naming the kernel."""
-    if len(cluster) != 3 or min(cluster) < 1 or cluster[0] * cluster[1] * cluster[2] > 8:
-        raise CudaError(f"{entry}'s cluster {list(cluster)} is not 1 to 8 CTAs of extents >= 1")
-    for axis in range(3):
-        if grid[axis] % cluster[axis] != 0:
-            raise CudaError(f"{entry}'s grid {list(grid)} is not a multiple of its cluster "
-                            f"{list(cluster)}")
-
-
 class _CtypesDriver:
     name = "ctypes"
 
@@ -172,7 +162,8 @@ class _CtypesDriver:
     def launch(self, function, grid, block, smem, stream, params_address, entry,
                cluster=(1, 1, 1)):
         if tuple(cluster) != (1, 1, 1):
-            check_cluster(cluster, grid, entry)
+            # The cluster and the grid were checked when the table was read and the call planned
+            # (_rule), not again on every launch.
             config, _attribute = cluster_launch_config(grid, block, cluster, smem, stream)
             self._check(self._cuda.cuLaunchKernelEx(ctypes.byref(config), function,
                                                     params_address, None),

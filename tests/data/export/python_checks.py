@@ -9,6 +9,8 @@ Prints one line per check and PASSED (or SKIPPED-TORCH after the checks without 
 import importlib
 import sys
 
+from expectations import expect
+
 sys.path.insert(0, sys.argv[1])
 name = sys.argv[2]
 package = importlib.import_module(name)
@@ -17,17 +19,6 @@ kernel = package.table["kernels"][entry["kernel"]]
 key = kernel["key"]
 shape = entry["shape"]
 dtype = key["q_dtype"]
-
-
-def expect(error_type, fragment, function, *args, **kwargs):
-    try:
-        function(*args, **kwargs)
-    except error_type as error:
-        if fragment not in str(error):
-            raise AssertionError(f"{error_type.__name__} without '{fragment}': {error}") from None
-        print(f"ok: {error_type.__name__}: {error}")
-        return
-    raise AssertionError(f"no {error_type.__name__} ({fragment})")
 
 
 tuned = package.pick(B=shape["B"], H=shape["H"], H_kv=shape["H_kv"], S_q=shape["S_q"],
