@@ -131,6 +131,26 @@ const SplitCase kClusterCases[] = {
      {1, 1, 1, 1, 4096, 128, 0, 0}},
 };
 
+// LAGGED_MAX=1 settings, each with a problem (as kSplitCases): the first tile of a piece exact
+// and the rest lagged, across D = 64, 128 and 256, both dtypes, causal tiles (whose rows see
+// their first keys in different tiles), partial last KV tiles, packed grouped heads, splits,
+// KV_INTERLEAVE (tiles taken in turn), stream-K pieces that start inside a tile's KV range,
+// causal pairs, clusters, one and three consumers.
+const SplitCase kLaggedCases[] = {
+    {"LAGGED_MAX=1 PERSISTENT=1 RESCALE_UNDER_QK=1", {2, 8, 8, 2048, 2048, 128, 0, 0}},
+    {"LAGGED_MAX=1 BLOCK_N=160 PERSISTENT=1 STREAM_K=1 RESCALE_UNDER_QK=1",
+     {3, 5, 5, 1500, 1300, 128, 0, 1}},
+    {"LAGGED_MAX=1 NUM_CONSUMERS=3 BLOCK_N=64 PERSISTENT=1 TMA_STORE=0",
+     {1, 9, 9, 1000, 777, 64, 1, 0}},
+    {"LAGGED_MAX=1 NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=64 TMA_STORE=0",
+     {1, 3, 3, 1000, 1000, 256, 1, 1}},
+    {"LAGGED_MAX=1 PACK_GQA=1 SPLITS=4 TMA_STORE=0", {2, 8, 2, 3, 5000, 128, 0, 0}},
+    {"LAGGED_MAX=1 KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1", {2, 8, 2, 16, 1000, 128, 0, 1}},
+    {"LAGGED_MAX=1 PERSISTENT=1 CAUSAL_PAIRS=1 STREAM_K=1", {1, 9, 9, 4200, 4200, 128, 1, 0}},
+    {"LAGGED_MAX=1 CLUSTER_M=2 PERSISTENT=1", {3, 5, 5, 1400, 1300, 128, 0, 0}},
+    {"LAGGED_MAX=1 NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=96 STAGES=3", {3, 2, 2, 500, 129, 64, 1, 1}},
+};
+
 // The problem a SplitCase is meant for.
 Problem CaseProblem(const Manifest& manifest, const SplitCase& c) {
   const int64_t* p = c.problem;
@@ -153,7 +173,7 @@ std::vector<SampledConfiguration> CoveringSample() {
       {"NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=176 STAGES=1 RESCALE_UNDER_QK=1", {64, 128}},
       {"NUM_CONSUMERS=3 BLOCK_N=64 STAGES=3 INTRA_OVERLAP=0", {64, 128}},
       {"BLOCK_N=96 STAGES=3 FAST_EXP=0 PERSISTENT=1 RESCALE_UNDER_QK=1", {64, 128}},
-      {"BLOCK_N=112 PRODUCER_REGS=40 PINGPONG=0", {128, 64}},
+      {"BLOCK_N=112 PRODUCER_REGS=40 PINGPONG=0 LAGGED_MAX=1", {128, 64}},
       {"BLOCK_N=144 PRODUCER_REGS=56 INTRA_OVERLAP=0 PERSISTENT=1", {128, 64}},
       {"BLOCK_N=80 STAGES=2 TMA_STORE=0", {256, 256}},
       {"BLOCK_N=64 PRODUCER_REGS=40 PERSISTENT=1 STAGES=1", {256, 256}},
@@ -277,6 +297,16 @@ TEST_CASE("sdpa_hopper refuses CAUSAL_PAIRS without a persistent, unsplit causal
       {"CAUSAL_PAIRS=1 PERSISTENT=1 SPLITS=2 TMA_STORE=0", 1},
   };
   ExpectRefusedBy(refusals, "causal_pairs_need_persistent_causal");
+}
+
+TEST_CASE("sdpa_hopper refuses LAGGED_MAX outside the overlapped loop or without exp2",
+          "[compile][nvrtc]") {
+  const CausalSetting refusals[] = {
+      {"LAGGED_MAX=1 INTRA_OVERLAP=0", 0},
+      {"LAGGED_MAX=1 INTRA_OVERLAP=0 PINGPONG=0 KV_INTERLEAVE=1", 0},
+      {"LAGGED_MAX=1 FAST_EXP=0 BLOCK_N=64", 1},
+  };
+  ExpectRefusedBy(refusals, "lagged_max_needs_intra_overlap_and_fast_exp");
 }
 
 TEST_CASE("sdpa_hopper refuses CLUSTER_M where the CTAs of a cluster would walk different KV tiles",
@@ -467,14 +497,13 @@ class HopperBench {
 
 // Runs each case through the gates, where each must be measured; returns how many were.
 int MeasureCases(HopperBench& bench, std::span<const SplitCase> cases,
-                 std::chrono::seconds deadline) {
-  const Manifest& manifest = bench.manifest("sdpa_hopper");
+                 std::chrono::seconds deadline, const std::string& name = "sdpa_hopper") {
+  const Manifest& manifest = bench.manifest(name);
   int measured = 0;
   for (const SplitCase& c : cases) {
     const Problem problem = CaseProblem(manifest, c);
     INFO(c.settings << " on " << FormatProblem(manifest, problem));
-    const std::optional<GpuVerdict> verdict =
-        bench.Evaluate("sdpa_hopper", c.settings, problem, deadline);
+    const std::optional<GpuVerdict> verdict = bench.Evaluate(name, c.settings, problem, deadline);
     REQUIRE(verdict.has_value());
     INFO(ToString(verdict->status)
          << ": " << verdict->correctness.failure << verdict->error << " max abs error "
@@ -612,6 +641,82 @@ TEST_CASE("sdpa_hopper passes the gates with causal pairs", "[gpu]") {
 
 TEST_CASE("sdpa_hopper passes the gates with clusters", "[gpu]") {
   ExpectCasesMeasured(kClusterCases, std::chrono::seconds(60), "sdpa_hopper clusters");
+}
+
+TEST_CASE("sdpa_hopper passes the gates with lagged maxima", "[gpu]") {
+  ExpectCasesMeasured(kLaggedCases, std::chrono::seconds(60), "sdpa_hopper lagged maxima");
+}
+
+// Makes the copy of sdpa_hopper in `folder` take LAGGED_MAX's exact path at every tile after a
+// piece's first: N(0, 1) inputs almost never reach it otherwise, so the gates would not see it.
+void ForceLaggedExactPath(const std::filesystem::path& folder) {
+  const std::filesystem::path source = folder / "sdpa_hopper.cu";
+  std::string text = ReadFile(source);
+  const std::string find = "#define LAGGED_SUM_BOUND evo::kLaggedSumBound";
+  const size_t at = text.find(find);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(text.find(find, at + 1) == std::string::npos);
+  text.replace(at, find.size(), "#define LAGGED_SUM_BOUND 0.f");
+  test::WriteFile(source, text);
+}
+
+TEST_CASE("sdpa_hopper's exact path of lagged maxima passes the gates", "[gpu]") {
+  test::TempDir dir;
+  const std::filesystem::path folder = dir.path() / "hopper_lagged_exact";
+  test::WriteTemplateVariant(folder, "sdpa_hopper", "hopper_lagged_exact", "", "");
+  ForceLaggedExactPath(folder);
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  HopperBench bench({folder});
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  const int measured =
+      MeasureCases(bench, kLaggedCases, std::chrono::seconds(60), "hopper_lagged_exact");
+  WARN("sdpa_hopper lagged maxima, exact path forced: " << measured << " of "
+                                                        << std::size(kLaggedCases) << " measured");
+}
+
+TEST_CASE("broken lagged maxima of sdpa_hopper are rejected", "[gpu]") {
+  test::TempDir dir;
+  // The lagged tiles' probabilities never reach the row sums.
+  test::WriteTemplateVariant(dir.path() / "hopper_lagged_no_sum", "sdpa_hopper",
+                             "hopper_lagged_no_sum", "        row_sum[0] += tile_sum[0];\n", "");
+  // The exact path runs the softmax on the probabilities instead of computing the scores again.
+  test::WriteTemplateVariant(
+      dir.path() / "hopper_lagged_no_rescore", "sdpa_hopper", "hopper_lagged_no_rescore",
+      "      evo::warp_attention_scores_sw128<BLOCK_N, HEAD_DIM, kBlockM, Elem>(",
+      "      if (false) evo::warp_attention_scores_sw128<BLOCK_N, HEAD_DIM, "
+      "kBlockM, Elem>(");
+  ForceLaggedExactPath(dir.path() / "hopper_lagged_no_rescore");
+  // The exact path reads K without its swizzle: keys of the wrong columns.
+  test::WriteTemplateVariantWithBrokenHeader(
+      dir.path() / "hopper_lagged_unswizzled_k", "sdpa_hopper", "hopper_lagged_unswizzled_k",
+      "wgmma_attention.cuh", "(static_cast<unsigned>((chunk + b_chunk) ^ (key & 7)) << 4)",
+      "(static_cast<unsigned>(chunk + b_chunk) << 4)");
+  ForceLaggedExactPath(dir.path() / "hopper_lagged_unswizzled_k");
+  const BrokenCase cases[] = {
+      {"hopper_lagged_no_sum",
+       {"LAGGED_MAX=1 PERSISTENT=1 RESCALE_UNDER_QK=1", {2, 8, 8, 2048, 2048, 128, 0, 0}}},
+      {"hopper_lagged_no_sum",
+       {"LAGGED_MAX=1 NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=64 TMA_STORE=0",
+        {1, 3, 3, 1000, 1000, 256, 1, 1}}},
+      {"hopper_lagged_no_rescore",
+       {"LAGGED_MAX=1 PERSISTENT=1 RESCALE_UNDER_QK=1", {2, 8, 8, 2048, 2048, 128, 0, 0}}},
+      {"hopper_lagged_no_rescore",
+       {"LAGGED_MAX=1 KV_INTERLEAVE=1 PINGPONG=0 PACK_GQA=1", {2, 8, 2, 16, 1000, 128, 0, 1}}},
+      {"hopper_lagged_unswizzled_k",
+       {"LAGGED_MAX=1 PERSISTENT=1 RESCALE_UNDER_QK=1", {2, 8, 8, 2048, 2048, 128, 0, 0}}},
+      {"hopper_lagged_unswizzled_k",
+       {"LAGGED_MAX=1 NUM_CONSUMERS=3 BLOCK_N=64 PERSISTENT=1 TMA_STORE=0",
+        {1, 9, 9, 1000, 777, 64, 1, 0}}},
+  };
+  ExpectIncorrect({dir.path() / "hopper_lagged_no_sum", dir.path() / "hopper_lagged_no_rescore",
+                   dir.path() / "hopper_lagged_unswizzled_k"},
+                  cases, std::chrono::seconds(60));
 }
 
 TEST_CASE("broken clusters of sdpa_hopper are rejected", "[gpu]") {

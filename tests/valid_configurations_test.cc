@@ -17,14 +17,15 @@ const Manifest& FullHopperManifest() {
   return library.Find("sdpa_hopper").manifest;
 }
 
-// sdpa_hopper with CLUSTER_M at 1 only. The spaces tested one configuration at a time below
-// visit every knob combination, which SearchSpace allows up to kMaxEnumerated; CLUSTER_M's
-// second value takes sdpa_hopper past it.
+// sdpa_hopper with CLUSTER_M at 1 and LAGGED_MAX at 0 only. The spaces tested one configuration
+// at a time below visit every knob combination, which SearchSpace allows up to kMaxEnumerated;
+// CLUSTER_M's second value took sdpa_hopper past it.
 const Manifest& HopperManifest() {
   static const Manifest manifest = [] {
     Manifest cut = FullHopperManifest();
     for (KnobSpec& knob : cut.knobs) {
       if (knob.name == "CLUSTER_M") knob.values = {1};
+      if (knob.name == "LAGGED_MAX") knob.values = {0};
     }
     return cut;
   }();

@@ -68,15 +68,16 @@
 //
 // Knobs (NUM_CONSUMERS, BLOCK_N, STAGES, FAST_EXP, PINGPONG, INTRA_OVERLAP, RESCALE_UNDER_QK,
 // PERSISTENT, TMA_STORE, PRODUCER_REGS, SPLITS, PACK_GQA, LAST_CTA_COMBINES, STREAM_K,
-// KV_INTERLEAVE, SOFTMAX_WARP_SYNC, CAUSAL_PAIRS, CLUSTER_M) and problem defines (HEAD_DIM,
-// IS_CAUSAL, IS_BF16) are prepended by evo.
+// KV_INTERLEAVE, SOFTMAX_WARP_SYNC, CAUSAL_PAIRS, CLUSTER_M, LAGGED_MAX) and problem defines
+// (HEAD_DIM, IS_CAUSAL, IS_BF16) are prepended by evo.
 
 #if !defined(NUM_CONSUMERS) || !defined(BLOCK_N) || !defined(STAGES) || !defined(FAST_EXP) ||      \
     !defined(PINGPONG) || !defined(INTRA_OVERLAP) || !defined(PERSISTENT) ||                       \
     !defined(TMA_STORE) || !defined(PRODUCER_REGS) || !defined(HEAD_DIM) || !defined(IS_CAUSAL) || \
     !defined(IS_BF16) || !defined(SPLITS) || !defined(PACK_GQA) || !defined(LAST_CTA_COMBINES) ||  \
     !defined(STREAM_K) || !defined(RESCALE_UNDER_QK) || !defined(KV_INTERLEAVE) ||                 \
-    !defined(SOFTMAX_WARP_SYNC) || !defined(CAUSAL_PAIRS) || !defined(CLUSTER_M)
+    !defined(SOFTMAX_WARP_SYNC) || !defined(CAUSAL_PAIRS) || !defined(CLUSTER_M) ||                \
+    !defined(LAGGED_MAX)
 #error "sdpa_hopper.cu needs its knobs and problem defines, which evo prepends"
 #endif
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ != 900 || !defined(__CUDA_ARCH_FEAT_SM90_ALL))
@@ -97,9 +98,11 @@
 
 EVO_ASSERT_FLAGS(FAST_EXP, PINGPONG, INTRA_OVERLAP, PERSISTENT, TMA_STORE, IS_CAUSAL, IS_BF16,
                  PACK_GQA, LAST_CTA_COMBINES, STREAM_K, RESCALE_UNDER_QK, KV_INTERLEAVE,
-                 SOFTMAX_WARP_SYNC, CAUSAL_PAIRS);
+                 SOFTMAX_WARP_SYNC, CAUSAL_PAIRS, LAGGED_MAX);
 static_assert(RESCALE_UNDER_QK == 0 || INTRA_OVERLAP, "RESCALE_UNDER_QK needs INTRA_OVERLAP");
 static_assert(SOFTMAX_WARP_SYNC == 0 || INTRA_OVERLAP, "SOFTMAX_WARP_SYNC needs INTRA_OVERLAP");
+static_assert(LAGGED_MAX == 0 || (INTRA_OVERLAP && FAST_EXP),
+              "LAGGED_MAX needs INTRA_OVERLAP and FAST_EXP");
 static_assert(SPLITS >= 1 && SPLITS <= 32, "SPLITS must be in [1, 32]");
 static_assert(LAST_CTA_COMBINES == 0 || SPLITS > 1, "LAST_CTA_COMBINES needs SPLITS > 1");
 static_assert(STREAM_K == 0 || (PERSISTENT && SPLITS == 1),
@@ -125,6 +128,11 @@ static_assert(KV_INTERLEAVE == 0 || (NUM_CONSUMERS >= 2 && !PINGPONG && !STREAM_
                                      !LAST_CTA_COMBINES && STAGES % NUM_CONSUMERS == 0),
               "KV_INTERLEAVE needs two or more consumers, no PINGPONG, STREAM_K or "
               "LAST_CTA_COMBINES, and STAGES a multiple of NUM_CONSUMERS");
+
+// LAGGED_MAX: the largest sum of a thread's probabilities of a row in a tile that the lagged
+// softmax takes as exact. The tests' copies set 0, so that every tile after a piece's first
+// computes its scores again and runs the exact softmax.
+#define LAGGED_SUM_BOUND evo::kLaggedSumBound
 
 namespace hopper {
 
@@ -650,9 +658,8 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       evo::wgmma_fence_registers(p);
       evo::wgmma_attention_values<BLOCK_N, HEAD_DIM, Elem>(acc, p, smem.v(stage));
     };
-    // Masks tile j's scores where it passes S_kv or, causal, the warpgroup's first row, and runs
-    // the online softmax on them.
-    const auto softmax = [&](int j, float(&alpha)[2]) {
+    // Masks tile j's scores where it passes S_kv or, causal, the warpgroup's first row.
+    const auto mask = [&](int j) {
       // STREAM_K reads the piece's first KV tile again rather than keep a register for it
       // through the loop (D = 128 at BLOCK_N = 160 spilled).
       const int n_start =
@@ -676,7 +683,36 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         evo::wgmma_attention_mask<BLOCK_N, IS_CAUSAL>(s, S_kv - n_start - quad * 2,
                                                       m_start + tile_row - n_start - quad * 2);
       }
+    };
+    // The online softmax on tile j's masked scores.
+    const auto softmax = [&](int j, float(&alpha)[2]) {
+      mask(j);
       evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);
+    };
+    // LAGGED_MAX (a tile after the first): the probabilities against the rows' maxima so far, so
+    // that the exponentials do not wait for the tile's maximum. Returns whether the warp's rows
+    // took them exactly; where not (a score far above the maxima), lagged_again runs once
+    // P_{j-1} V is done.
+    const auto softmax_lagged = [&](int j, float(&alpha)[2]) {
+      mask(j);
+      float tile_sum[2];
+      const bool fits =
+          __all_sync(0xffffffffu, evo::wgmma_attention_softmax_lagged<BLOCK_N>(
+                                      s, row_max, kSoftmaxScale, LAGGED_SUM_BOUND, tile_sum));
+      if (fits) {
+        row_sum[0] += tile_sum[0];
+        row_sum[1] += tile_sum[1];
+        alpha[0] = alpha[1] = 1.f;
+      }
+      return fits;
+    };
+    // The warp's scores of tile j again from shared memory (the K tile is kept until here), and
+    // the exact softmax on them. After P_{j-1} V: no MMA is in flight, and P's registers are free.
+    const auto lagged_again = [&](int j, unsigned k_tile, float(&alpha)[2]) {
+      evo::warp_attention_scores_sw128<BLOCK_N, HEAD_DIM, kBlockM, Elem>(
+          s, smem.q(), wg_row0 + warp * 16, k_tile);
+      mask(j);
+      evo::wgmma_attention_softmax<BLOCK_N, true>(s, row_max, row_sum, kSoftmaxScale, alpha);
     };
     const auto pack_probabilities = [&] { evo::wgmma_attention_pack<BLOCK_N, Elem>(s, p); };
     const auto rescale = [&](const float(&alpha)[2]) {
@@ -736,9 +772,13 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           turns.pass();
           evo::wgmma_wait<1>();
           evo::wgmma_fence_registers(s);
-          release_kv(smem.k_empty(stage_of(j)), lane);
-          if (last_of_mine(j)) release(smem.q_empty(), lane);
-          softmax(j, alpha);
+          // LAGGED_MAX keeps K_j (and Q) until its tile's softmax is known exact.
+          const bool lagged = LAGGED_MAX && softmax_lagged(j, alpha);
+          if (!LAGGED_MAX) {
+            release_kv(smem.k_empty(stage_of(j)), lane);
+            if (last_of_mine(j)) release(smem.q_empty(), lane);
+            softmax(j, alpha);
+          }
           // SOFTMAX_WARP_SYNC: a warp barrier here changes how ptxas orders the softmax against
           // the wait for P V (both rows' maxima before the exponentials). Under ncu at
           // 4,16,4096,128 it kept the tensor pipe about a point busier at BLOCK_N = 160 and a few
@@ -748,6 +788,11 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           evo::wgmma_fence_registers(acc);
           evo::wgmma_fence_registers(p);
           release_kv(smem.v_empty(stage_of(j - kStep)), lane);
+          if (LAGGED_MAX) {
+            if (!lagged) lagged_again(j, smem.k(stage_of(j)), alpha);
+            release_kv(smem.k_empty(stage_of(j)), lane);
+            if (last_of_mine(j)) release(smem.q_empty(), lane);
+          }
           if (!RESCALE_UNDER_QK) rescale(alpha);
           pack_probabilities();
         }

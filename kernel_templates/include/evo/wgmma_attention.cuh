@@ -8,6 +8,7 @@
 
 #include "evo/attention.cuh"
 #include "evo/core.cuh"
+#include "evo/mma_sync.cuh"
 #include "evo/online_softmax.cuh"
 #include "evo/wgmma.cuh"
 
@@ -68,6 +69,100 @@ __device__ __forceinline__ void wgmma_attention_softmax(float (&s)[BlockN / 2], 
           s[4 * nf + 2 * h] = p0;
           s[4 * nf + 2 * h + 1] = p1;
         });
+  }
+}
+
+// The largest sum of one thread's probabilities of a row in a tile that
+// wgmma_attention_softmax_lagged takes as exact: each probability is then at most 256, which fp16
+// P and the fp32 sums and accumulators hold without loss.
+constexpr float kLaggedSumBound = 256.f;
+
+// The online softmax of a tile against the rows' maxima of the tiles before it, without the
+// tile's own: the exponentials need not wait for the tile's maximum (its FMNMX tree and shuffles
+// were most of what kept the tensor pipe from full under ncu at 4,16,4096,128). The maxima stay;
+// the probabilities replace the scores and tile_sum[h] returns row h's sum over the thread's
+// columns. Exact while no probability passes 1 by much: returns false where a row has no maximum
+// yet (every earlier score masked) or its sum passes kLaggedSumBound (also inf and NaN), and the
+// caller then computes the tile's scores again and runs wgmma_attention_softmax on them.
+// bound: kLaggedSumBound, or a smaller one where a test wants the exact path taken.
+template <int BlockN>
+__device__ __forceinline__ bool wgmma_attention_softmax_lagged(float (&s)[BlockN / 2],
+                                                               const float (&row_max)[2],
+                                                               float scale, float bound,
+                                                               float (&tile_sum)[2]) {
+  bool fits = true;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float neg_m_scaled = -row_max[h] * scale;
+    float tree[BlockN / 8];
+#pragma unroll
+    for (int nf = 0; nf < BlockN / 8; ++nf) {
+      float& p0 = s[4 * nf + 2 * h];
+      float& p1 = s[4 * nf + 2 * h + 1];
+      p0 = exp2_approx(fmaf(p0, scale, neg_m_scaled));
+      p1 = exp2_approx(fmaf(p1, scale, neg_m_scaled));
+      tree[nf] = p0 + p1;
+    }
+    tile_sum[h] = tree_sum(tree);
+    fits = fits && row_max[h] != neg_inf() && tile_sum[h] <= bound;
+  }
+  return fits;
+}
+
+// d += a * b on m16n8k16 with Elem's operands (Fp16: mma_16816 of evo/mma_sync.cuh, or bf16).
+template <class Elem>
+__device__ __forceinline__ void mma_16816_of(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                             unsigned b1);
+template <>
+__device__ __forceinline__ void mma_16816_of<Fp16>(float (&d)[4], const unsigned (&a)[4],
+                                                   unsigned b0, unsigned b1) {
+  mma_16816(d, a, b0, b1);
+}
+template <>
+__device__ __forceinline__ void mma_16816_of<Bf16>(float (&d)[4], const unsigned (&a)[4],
+                                                   unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One warp's 16 rows of S = Q K^T again, from the tiles in shared memory (64-column blocks of
+// 128-byte rows in the 128-byte swizzle, as wgmma_attention_scores reads them), on warp-level
+// MMAs (mma.sync) into the same registers: for the rare tile whose probabilities
+// wgmma_attention_softmax_lagged could not take against the old maxima, after they replaced the
+// scores. q_row is the warp's first row in the Q tile of QRows rows; k_tile a tile of BlockN keys.
+template <int BlockN, int HeadDim, int QRows, class Elem>
+__device__ __forceinline__ void warp_attention_scores_sw128(float (&s)[BlockN / 2], unsigned q_tile,
+                                                            int q_row, unsigned k_tile) {
+  const int lane = thread_index() % 32;
+  // ldmatrix.x4: lane l addresses a row of matrix l / 8 (evo/mma_sync_attention.cuh's A and B
+  // operand patterns); a row's 16-byte chunk c lies at chunk c ^ (row % 8).
+  const int a_row = q_row + (lane & 15);
+  const int a_chunk = lane >> 4;
+  const int b_row = (lane & 7) + ((lane >> 4) << 3);
+  const int b_chunk = (lane >> 3) & 1;
+#pragma unroll
+  for (int i = 0; i < BlockN / 2; ++i) s[i] = 0.f;
+#pragma unroll
+  for (int kd = 0; kd < HeadDim / 16; ++kd) {
+    const int block = kd / 4;
+    const int chunk = (kd % 4) * 2;
+    unsigned qa[4];
+    ldmatrix_x4(qa, q_tile + (block * QRows + a_row) * 128 +
+                        (static_cast<unsigned>((chunk + a_chunk) ^ (a_row & 7)) << 4));
+#pragma unroll
+    for (int np = 0; np < BlockN / 16; ++np) {
+      const int key = 16 * np + b_row;
+      unsigned kb[4];
+      ldmatrix_x4(kb, k_tile + (block * BlockN + key) * 128 +
+                          (static_cast<unsigned>((chunk + b_chunk) ^ (key & 7)) << 4));
+      float(&d0)[4] = *reinterpret_cast<float(*)[4]>(&s[8 * np]);
+      float(&d1)[4] = *reinterpret_cast<float(*)[4]>(&s[8 * np + 4]);
+      mma_16816_of<Elem>(d0, qa, kb[0], kb[1]);
+      mma_16816_of<Elem>(d1, qa, kb[2], kb[3]);
+    }
   }
 }
 
