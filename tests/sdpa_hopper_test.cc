@@ -695,8 +695,8 @@ TEST_CASE("broken lagged maxima of sdpa_hopper are rejected", "[gpu]") {
   // The exact path reads K without its swizzle: keys of the wrong columns.
   test::WriteTemplateVariantWithBrokenHeader(
       dir.path() / "hopper_lagged_unswizzled_k", "sdpa_hopper", "hopper_lagged_unswizzled_k",
-      "wgmma_attention.cuh", "(static_cast<unsigned>((chunk + b_chunk) ^ (key & 7)) << 4)",
-      "(static_cast<unsigned>(chunk + b_chunk) << 4)");
+      "wgmma_attention.cuh", "swizzled(key, (kd % 4) * 2 + b.chunk)",
+      "(static_cast<unsigned>((kd % 4) * 2 + b.chunk) << 4)");
   ForceLaggedExactPath(dir.path() / "hopper_lagged_unswizzled_k");
   const BrokenCase cases[] = {
       {"hopper_lagged_no_sum",

@@ -8,6 +8,7 @@
 
 #include "evo/core.cuh"
 #include "evo/cp_async.cuh"
+#include "evo/half_types.cuh"
 #include "evo/mma_sync.cuh"
 #include "evo/online_softmax.cuh"
 
@@ -148,10 +149,26 @@ __device__ __forceinline__ void rescale_rows(float (&acc)[DFrags][4], int h, flo
   }
 }
 
-// s = Q K^T for the warp's rows against the BlockN keys of a K tile. q_address(mf, kd) and
-// k_address(np, kd) are the lane's ldmatrix addresses of m16 block mf, of keys [16 np, 16 np +
-// 16), at k16 step kd: the template's choice of layout and of how to compute them.
-template <int MFrags, int BlockN, int HeadDim, class QAddress, class KAddress>
+// d += a * b on m16n8k16 with Elem's operands (evo/half_types.cuh: Fp16, Bf16).
+template <class Elem>
+__device__ __forceinline__ void mma_16816_of(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                             unsigned b1);
+template <>
+__device__ __forceinline__ void mma_16816_of<Fp16>(float (&d)[4], const unsigned (&a)[4],
+                                                   unsigned b0, unsigned b1) {
+  mma_16816(d, a, b0, b1);
+}
+template <>
+__device__ __forceinline__ void mma_16816_of<Bf16>(float (&d)[4], const unsigned (&a)[4],
+                                                   unsigned b0, unsigned b1) {
+  mma_16816_bf16(d, a, b0, b1);
+}
+
+// s = Q K^T for the warp's rows against the BlockN keys of a K tile, on Elem's operands.
+// q_address(mf, kd) and k_address(np, kd) are the lane's ldmatrix addresses of m16 block mf, of
+// keys [16 np, 16 np + 16), at k16 step kd: the template's choice of layout and of how to compute
+// them.
+template <int MFrags, int BlockN, int HeadDim, class Elem = Fp16, class QAddress, class KAddress>
 __device__ __forceinline__ void warp_scores(float (&s)[MFrags][BlockN / 8][4], QAddress q_address,
                                             KAddress k_address) {
   zero_fragments(s);
@@ -166,8 +183,8 @@ __device__ __forceinline__ void warp_scores(float (&s)[MFrags][BlockN / 8][4], Q
       ldmatrix_x4(kb, k_address(np, kd));
 #pragma unroll
       for (int mf = 0; mf < MFrags; ++mf) {
-        mma_16816(s[mf][2 * np], qa[mf], kb[0], kb[1]);
-        mma_16816(s[mf][2 * np + 1], qa[mf], kb[2], kb[3]);
+        mma_16816_of<Elem>(s[mf][2 * np], qa[mf], kb[0], kb[1]);
+        mma_16816_of<Elem>(s[mf][2 * np + 1], qa[mf], kb[2], kb[3]);
       }
     }
   }

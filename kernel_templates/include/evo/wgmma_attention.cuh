@@ -8,7 +8,7 @@
 
 #include "evo/attention.cuh"
 #include "evo/core.cuh"
-#include "evo/mma_sync.cuh"
+#include "evo/mma_sync_attention.cuh"
 #include "evo/online_softmax.cuh"
 #include "evo/wgmma.cuh"
 
@@ -109,25 +109,6 @@ __device__ __forceinline__ bool wgmma_attention_softmax_lagged(float (&s)[BlockN
   return fits;
 }
 
-// d += a * b on m16n8k16 with Elem's operands (Fp16: mma_16816 of evo/mma_sync.cuh, or bf16).
-template <class Elem>
-__device__ __forceinline__ void mma_16816_of(float (&d)[4], const unsigned (&a)[4], unsigned b0,
-                                             unsigned b1);
-template <>
-__device__ __forceinline__ void mma_16816_of<Fp16>(float (&d)[4], const unsigned (&a)[4],
-                                                   unsigned b0, unsigned b1) {
-  mma_16816(d, a, b0, b1);
-}
-template <>
-__device__ __forceinline__ void mma_16816_of<Bf16>(float (&d)[4], const unsigned (&a)[4],
-                                                   unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // One warp's 16 rows of S = Q K^T again, from the tiles in shared memory (64-column blocks of
 // 128-byte rows in the 128-byte swizzle, as wgmma_attention_scores reads them), on warp-level
 // MMAs (mma.sync) into the same registers: for the rare tile whose probabilities
@@ -137,33 +118,22 @@ template <int BlockN, int HeadDim, int QRows, class Elem>
 __device__ __forceinline__ void warp_attention_scores_sw128(float (&s)[BlockN / 2], unsigned q_tile,
                                                             int q_row, unsigned k_tile) {
   const int lane = thread_index() % 32;
-  // ldmatrix.x4: lane l addresses a row of matrix l / 8 (evo/mma_sync_attention.cuh's A and B
-  // operand patterns); a row's 16-byte chunk c lies at chunk c ^ (row % 8).
-  const int a_row = q_row + (lane & 15);
-  const int a_chunk = lane >> 4;
-  const int b_row = (lane & 7) + ((lane >> 4) << 3);
-  const int b_chunk = (lane >> 3) & 1;
-#pragma unroll
-  for (int i = 0; i < BlockN / 2; ++i) s[i] = 0.f;
-#pragma unroll
-  for (int kd = 0; kd < HeadDim / 16; ++kd) {
-    const int block = kd / 4;
-    const int chunk = (kd % 4) * 2;
-    unsigned qa[4];
-    ldmatrix_x4(qa, q_tile + (block * QRows + a_row) * 128 +
-                        (static_cast<unsigned>((chunk + a_chunk) ^ (a_row & 7)) << 4));
-#pragma unroll
-    for (int np = 0; np < BlockN / 16; ++np) {
-      const int key = 16 * np + b_row;
-      unsigned kb[4];
-      ldmatrix_x4(kb, k_tile + (block * BlockN + key) * 128 +
-                          (static_cast<unsigned>((chunk + b_chunk) ^ (key & 7)) << 4));
-      float(&d0)[4] = *reinterpret_cast<float(*)[4]>(&s[8 * np]);
-      float(&d1)[4] = *reinterpret_cast<float(*)[4]>(&s[8 * np + 4]);
-      mma_16816_of<Elem>(d0, qa, kb[0], kb[1]);
-      mma_16816_of<Elem>(d1, qa, kb[2], kb[3]);
-    }
-  }
+  const LdmatrixLane a = a_operand_lane(lane);
+  const LdmatrixLane b = b_operand_lane(lane);
+  const int a_row = q_row + a.row;
+  // Byte offset of 16-byte chunk `chunk` of a 128-byte row: chunk ^ (row % 8) in the swizzle.
+  const auto swizzled = [](int row, int chunk) {
+    return static_cast<unsigned>(chunk ^ (row & 7)) << 4;
+  };
+  warp_scores<1, BlockN, HeadDim, Elem>(
+      reinterpret_cast<float(&)[1][BlockN / 8][4]>(s),
+      [&](int, int kd) {
+        return q_tile + ((kd / 4) * QRows + a_row) * 128 + swizzled(a_row, (kd % 4) * 2 + a.chunk);
+      },
+      [&](int np, int kd) {
+        const int key = 16 * np + b.row;
+        return k_tile + ((kd / 4) * BlockN + key) * 128 + swizzled(key, (kd % 4) * 2 + b.chunk);
+      });
 }
 
 // Rounds the probabilities into P's A fragments for wgmma_attention_values.
