@@ -646,10 +646,13 @@ TEST_CASE(
     "a GPU whose clock falls as the search goes: the kernels it scored behind are re-timed side "
     "by side by their cycles, and the elite is the fastest at one clock",
     "[retime][search][gpus][cycles]") {
-  // 6 MHz less with every evaluation: a kernel timed late reads up to a fifth slower.
-  const std::vector<std::string> falling = {"--clock-drift-mhz", "6"};
+  // 14 MHz less with every evaluation: the 32nd runs at 1307 MHz and reads a third slower.
+  const std::vector<std::string> falling = {"--clock-drift-mhz", "14"};
   bool scored_out = false;
-  for (uint64_t seed = 0; seed < 6; ++seed) {
+  // Seeds 6 to 13: in 5 of them one of the fastest kernels is scored too far behind (11 of seeds 0
+  // to 39). With 6 MHz and seeds 0 to 5 only seed 4 was, and a run perturbed under load (the
+  // pipeline's timing moves which evaluation a candidate gets) failed the check in CI.
+  for (uint64_t seed = 6; seed < 14; ++seed) {
     INFO("seed " << seed);
     FakeGpuRun run({falling}, seed, 32, 3);
     const SearchSummary summary = run.Run();
