@@ -3,15 +3,16 @@
 softmax into basic blocks, so that ptxas cannot hoist the wait for the warpgroup's own P V above
 the row maxima (the thirty-eighth session's SASS: WARPGROUP.DEPBAR.LE gsb0, 0x0 sits before the
 FMNMX tree at BLOCK_N=128, and a copy without maxima kept the tensor pipe 91.8 % busy against
-79.2 %). A fence (after sol3.py's branch to a trap spilled) is a __syncwarp whose mask
-depends on the value (wsync), a __threadfence_block (membar) or a __nanosleep(0) (sleep).
+79.2 %). A fence is a branch to a trap on a value no row produces (trap: it spilled 96 to 340
+bytes, C7512, and was not run), a __syncwarp whose mask depends on the value (wsync), a
+__threadfence_block (membar) or a __nanosleep(0) (sleep).
 OUT/ref: the template; OUT/EDGEmax: a fence after the rows' maxima; OUT/EDGEboth: also one
 after the exponentials and sums, before the wait. Usage: sol4.py OUT"""
-import json, os, shutil, sys
-here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernel_templates",
-                    "sdpa_hopper")
+import sys
+
+import sol_copy
+
 out = sys.argv[1]
-SOFTMAX = "evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);"
 VARIANT = r'''
 namespace sol {
 __device__ __forceinline__ void block_edge(float x) {
@@ -63,20 +64,14 @@ __device__ __forceinline__ void softmax(float (&s)[BlockN / 2], float (&row_max)
 }
 }  // namespace sol
 '''
-EDGES = {"wsync": 1, "membar": 2, "sleep": 3}
+EDGES = {"trap": 0, "wsync": 1, "membar": 2, "sleep": 3}
 for name in ["ref"] + [e + s for e in EDGES for s in ("max", "both")]:
-    folder = os.path.join(out, name, "sdpa_hopper")
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(here, folder)
-    os.remove(os.path.join(folder, "starting_points.json"))
-    path = os.path.join(folder, "sdpa_hopper.cu")
-    src = open(path).read()
-    assert src.count(SOFTMAX) == 1
+    template = sol_copy.copy(out, name)
+    assert template.text.count(sol_copy.SOFTMAX) == 1
     if name != "ref":
-        anchor = "namespace hopper {"
-        src = src.replace(anchor, VARIANT + "\n" + anchor, 1)
-        flag = "true" if name.endswith("both") else "false"
         edge = EDGES[name.removesuffix("both").removesuffix("max")]
-        src = src.replace(VARIANT, f"#define SOL_EDGE {edge}\n" + VARIANT, 1)
-        src = src.replace(SOFTMAX, f"static_assert(FAST_EXP, \"sol4: FAST_EXP only\"); sol::softmax<BLOCK_N, {flag}>(s, row_max, row_sum, kSoftmaxScale, alpha);")
-    open(path, "w").write(src)
+        template.before_namespace(f"#define SOL_EDGE {edge}\n" + VARIANT + "\n")
+        flag = "true" if name.endswith("both") else "false"
+        template.patch(sol_copy.SOFTMAX, "static_assert(FAST_EXP, \"sol4: FAST_EXP only\"); "
+                       f"sol::softmax<BLOCK_N, {flag}>(s, row_max, row_sum, kSoftmaxScale, alpha);")
+    template.write()

@@ -5,11 +5,11 @@ exponentials against the row's maximum of the tiles before (the first tile of ea
 fine for N(0, 1) data, not in general) while the exact maximum is still computed, with its shuffles, for the next tile: the
 same instructions, the maximum off the exponentials' path; OUT/noshfl keeps the dependency but
 reduces the maximum over the thread's own columns only (no shuffles; wrong). Usage: sol5.py OUT"""
-import json, os, shutil, sys
-here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "kernel_templates",
-                    "sdpa_hopper")
+import sys
+
+import sol_copy
+
 out = sys.argv[1]
-SOFTMAX = "evo::wgmma_attention_softmax<BLOCK_N, FAST_EXP>(s, row_max, row_sum, kSoftmaxScale, alpha);"
 VARIANT = r'''
 namespace sol {
 template <int BlockN, bool Stale, bool Shuffle>
@@ -45,27 +45,11 @@ __device__ __forceinline__ void softmax(float (&s)[BlockN / 2], float (&row_max)
 }  // namespace sol
 '''
 for name, args in (("stale", "true, true"), ("noshfl", "false, false")):
-    folder = os.path.join(out, name, "sdpa_hopper")
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(here, folder)
-    os.remove(os.path.join(folder, "starting_points.json"))
-    path = os.path.join(folder, "sdpa_hopper.cu")
-    src = open(path).read()
-    assert src.count(SOFTMAX) == 1
-    anchor = "namespace hopper {"
-    src = src.replace(anchor, VARIANT + "\n" + anchor, 1)
-    lam = "const auto softmax = [&](int j, float(&alpha)[2]) {"
-    first = "softmax(j_first, alpha);"
-    assert src.count(lam) == 1 and src.count(first) == 1
-    src = src.replace(lam, "const auto softmax = [&](int j, float(&alpha)[2], bool first = false) {")
-    src = src.replace(first, "softmax(j_first, alpha, true);")
-    src = src.replace(SOFTMAX, "if (first) { " + SOFTMAX + " } else { " +
-                      f"sol::softmax<BLOCK_N, {args}>(s, row_max, row_sum, kSoftmaxScale, alpha); }}")
-    open(path, "w").write(src)
-    mpath = os.path.join(folder, "manifest.json")
-    m = json.load(open(mpath))
-    m["correctness"]["atol"] = 1e6
-    m["correctness"]["rtol"] = 1e6
-    for o in m["correctness"].get("overrides", []):
-        o["atol"], o["rtol"] = 1e6, 1e6
-    json.dump(m, open(mpath, "w"), indent=2)
+    template = sol_copy.copy(out, name, wrong=True)
+    template.before_namespace(VARIANT + "\n")
+    template.patch("const auto softmax = [&](int j, float(&alpha)[2]) {",
+                   "const auto softmax = [&](int j, float(&alpha)[2], bool first = false) {")
+    template.patch("softmax(j_first, alpha);", "softmax(j_first, alpha, true);")
+    template.patch(sol_copy.SOFTMAX, "if (first) { " + sol_copy.SOFTMAX + " } else { " +
+                   f"sol::softmax<BLOCK_N, {args}>(s, row_max, row_sum, kSoftmaxScale, alpha); }}")
+    template.write()
