@@ -31,40 +31,52 @@ __device__ __forceinline__ float evo_normal(unsigned long long seed, unsigned lo
   return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
 }
 
-extern "C" __global__ void evo_fill_normal_f16(unsigned short* out, unsigned long long n,
-                                               unsigned long long seed) {
+// 1, or `scale` for the rows (of `row_elements` each) a draw of 1 in `every` picks; every = 0
+// picks none. The pick uses other bits of the seed than the values do.
+__device__ __forceinline__ float evo_row_scale(unsigned long long seed, unsigned long long i,
+                                               unsigned long long row_elements,
+                                               unsigned long long every, float scale) {
+  if (every == 0) return 1.0f;
+  const unsigned long long row = i / row_elements;
+  return evo_mix(~seed ^ evo_mix(row + 0x632be59bd9b4e019ull)) % every == 0 ? scale : 1.0f;
+}
+
+// The N(0,1) fills take (row_elements, every, scale): evo_row_scale's outlier rows.
+#define EVO_FILL_NORMAL_ARGS                                                        \
+  unsigned long long n, unsigned long long seed, unsigned long long row_elements, \
+      unsigned long long every, float scale
+#define EVO_NORMAL_DRAW (evo_normal(seed, i) * evo_row_scale(seed, i, row_elements, every, scale))
+
+extern "C" __global__ void evo_fill_normal_f16(unsigned short* out, EVO_FILL_NORMAL_ARGS) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) {
     unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(evo_normal(seed, i)));
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(EVO_NORMAL_DRAW));
     out[i] = h;
   }
 }
 
 // Round to nearest even into bf16 (the upper half of an fp32).
-extern "C" __global__ void evo_fill_normal_bf16(unsigned short* out, unsigned long long n,
-                                                unsigned long long seed) {
+extern "C" __global__ void evo_fill_normal_bf16(unsigned short* out, EVO_FILL_NORMAL_ARGS) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) {
-    const unsigned bits = __float_as_uint(evo_normal(seed, i));
+    const unsigned bits = __float_as_uint(EVO_NORMAL_DRAW);
     out[i] = (unsigned short)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
   }
 }
 
-extern "C" __global__ void evo_fill_normal_f32(float* out, unsigned long long n,
-                                               unsigned long long seed) {
+extern "C" __global__ void evo_fill_normal_f32(float* out, EVO_FILL_NORMAL_ARGS) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) {
-    out[i] = evo_normal(seed, i);
+    out[i] = EVO_NORMAL_DRAW;
   }
 }
 
 // N(0,1) rounded to FP8 E4M3 (evo_f32_to_e4m3, shared with the host tests).
-extern "C" __global__ void evo_fill_normal_fp8e4m3(unsigned char* out, unsigned long long n,
-                                                   unsigned long long seed) {
+extern "C" __global__ void evo_fill_normal_fp8e4m3(unsigned char* out, EVO_FILL_NORMAL_ARGS) {
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x) {
-    out[i] = evo_f32_to_e4m3(evo_normal(seed, i));
+    out[i] = evo_f32_to_e4m3(EVO_NORMAL_DRAW);
   }
 }
 
@@ -309,19 +321,30 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
 }
 
 void DeviceKernels::FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
-                               uint64_t seed, const Stream& stream) const {
+                               uint64_t seed, const Stream& stream,
+                               const RowOutliers& outliers) const {
   CheckDtype(dtype, true);
+  if (outliers.every != 0 && (outliers.every < 2 || outliers.row_elements < 1)) {
+    throw Error("outlier rows need every >= 2 and rows of at least one element");
+  }
   const CUfunction fill = dtype == "f16"    ? fill_normal_f16_
                           : dtype == "bf16" ? fill_normal_bf16_
                           : dtype == "f32"  ? fill_normal_f32_
                                             : fill_normal_fp8e4m3_;
-  LaunchFill(fill, memory, elements, seed, {}, stream);
+  auto row_elements = static_cast<unsigned long long>(std::max<int64_t>(outliers.row_elements, 1));
+  auto every = static_cast<unsigned long long>(outliers.every);
+  auto scale = static_cast<float>(outliers.scale);
+  LaunchFill(fill, memory, elements, seed, {&row_elements, &every, &scale}, stream);
 }
 
-void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed,
-                              const Stream& stream) const {
+void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream,
+                              bool with_outliers) const {
   if (!tensor.uniform) {
-    FillNormal(tensor.data(), tensor.dtype, tensor.elements, seed, stream);
+    RowOutliers outliers;
+    if (with_outliers && tensor.outlier_rows) {
+      outliers = {tensor.row_elements, tensor.outlier_rows->every, tensor.outlier_rows->scale};
+    }
+    FillNormal(tensor.data(), tensor.dtype, tensor.elements, seed, stream, outliers);
     return;
   }
   if (tensor.dtype != "f32") {

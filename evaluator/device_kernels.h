@@ -45,6 +45,14 @@ class CycleStamps {
 // in both, or no time passed between them.
 double MeanClockMhz(const std::vector<uint64_t>& before, const std::vector<uint64_t>& after);
 
+// Rows of `row_elements` values, one in `every` of which (a draw of the seed) a normal fill
+// multiplies by `scale` before rounding; every = 0: none.
+struct RowOutliers {
+  int64_t row_elements = 1;
+  int64_t every = 0;
+  double scale = 1;
+};
+
 // evo's own GPU helpers for the gates: N(0,1) (or uniform) inputs from a counter-based generator
 // (the same seed gives the same tensor on any GPU), and the output comparison, reduced on the GPU
 // so that large outputs never cross PCIe. Compiled once per worker for the device's arch.
@@ -52,12 +60,14 @@ class DeviceKernels {
  public:
   DeviceKernels(Compiler& compiler, const std::string& arch);
 
-  // Fills `elements` values of dtype "f16", "f32" or "fp8e4m3" at `memory` with N(0,1) draws
-  // (rounded to nearest even in the dtype).
+  // Fills `elements` values of dtype "f16", "bf16", "f32" or "fp8e4m3" at `memory` with N(0,1)
+  // draws (rounded to nearest even in the dtype), scaled in the outlier rows.
   void FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
-                  uint64_t seed, const Stream& stream) const;
-  // An input as its manifest asks: N(0,1), or uniform in [lo, hi) where it says "uniform".
-  void FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream) const;
+                  uint64_t seed, const Stream& stream, const RowOutliers& outliers = {}) const;
+  // An input as its manifest asks: N(0,1), or uniform in [lo, hi) where it says "uniform";
+  // with its outlier rows scaled when `with_outliers` (the correctness gate's seeds but the last).
+  void FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream,
+                 bool with_outliers = false) const;
   // Writes NaN into every element, so that an element the kernel never writes fails the gate.
   void PoisonWithNaN(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
                      const Stream& stream) const;

@@ -143,7 +143,8 @@ KernelArguments::KernelArguments(const std::vector<const KernelSpec*>& kernels,
         continue;
       }
       int64_t elements = 1;
-      for (int64_t extent : TensorShape(arg, bindings, sm_count)) elements *= extent;
+      const std::vector<int64_t> extents = TensorShape(arg, bindings, sm_count);
+      for (int64_t extent : extents) elements *= extent;
       // The same memory in every kernel of the call: an earlier kernel may have it already.
       size_t index = tensors_.size();
       for (size_t t = 0; t < tensors_.size(); ++t) {
@@ -186,6 +187,8 @@ KernelArguments::KernelArguments(const std::vector<const KernelSpec*>& kernels,
         tensor->elements = elements;
         tensor->kind = arg.kind;
         tensor->uniform = arg.uniform;
+        tensor->outlier_rows = arg.outlier_rows;
+        tensor->row_elements = extents.back();
         tensor->zero = arg.zero;
         tensor->allocation =
             DeviceBuffer(kGuardBytes + GuardedBytes(tensor->bytes()) + kGuardBytes);

@@ -29,6 +29,8 @@ struct DeviceTensor {
   int64_t elements = 0;
   KernelArgSpec::Kind kind = KernelArgSpec::Kind::kInput;
   std::optional<std::pair<double, double>> uniform;  // the manifest's fill, when not N(0,1)
+  std::optional<OutlierRows> outlier_rows;           // rows the correctness gate scales up
+  int64_t row_elements = 1;                          // the innermost extent: a row's elements
   ScratchZero zero = ScratchZero::kNever;            // scratch only
   // [guard before][the tensor's bytes, rounded up to 16][guard after]
   DeviceBuffer allocation;

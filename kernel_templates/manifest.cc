@@ -1,6 +1,7 @@
 #include "kernel_templates/manifest.h"
 
 #include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -323,9 +324,10 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& object, const st
   std::set<std::string> unconditional;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string field = key + ".args[" + std::to_string(i) + "]";
-    reader.CheckKeys(args[i], field,
-                     {"name", "kind", "dtype", "shape", "value", "uniform", "when", "define",
-                      "tensor", "box", "swizzle", "interleave", "l2_promotion", "fill", "zero"});
+    reader.CheckKeys(
+        args[i], field,
+        {"name", "kind", "dtype", "shape", "value", "uniform", "outlier_rows", "when", "define",
+         "tensor", "box", "swizzle", "interleave", "l2_promotion", "fill", "zero"});
     KernelArgSpec arg;
     arg.name = reader.Identifier(args[i], field, "name");
     if (args[i].contains("when")) {
@@ -342,6 +344,9 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& object, const st
     static const std::set<std::string> kScratchTypes = {"f16", "bf16", "f32", "i32"};
     if (kind != "scratch" && args[i].contains("zero")) {
       reader.Fail(field + ".zero", "only a scratch argument is zeroed");
+    }
+    if (args[i].contains("outlier_rows") && kind != "input") {
+      reader.Fail(field + ".outlier_rows", "only an input is filled with outlier rows");
     }
     if (kind != "tensor_map") {
       for (const char* map_key :
@@ -409,6 +414,28 @@ KernelSpec ReadKernel(const ManifestReader& reader, const Json& object, const st
           reader.Fail(field + ".uniform", "only f32 inputs can be filled uniformly");
         }
         arg.uniform = std::make_pair(range[0].get<double>(), range[1].get<double>());
+      }
+      if (args[i].contains("outlier_rows")) {
+        const std::string outlier_field = field + ".outlier_rows";
+        const Json& outliers = args[i]["outlier_rows"];
+        if (!outliers.is_object())
+          reader.Fail(outlier_field, "expected {\"every\": N, \"scale\": S}");
+        reader.CheckKeys(outliers, outlier_field, {"every", "scale"});
+        if (!scopes.candidate) {
+          reader.Fail(outlier_field,
+                      "the reference reads the candidate's inputs; declare outlier rows there");
+        }
+        if (arg.uniform) reader.Fail(outlier_field, "a uniform fill has no outlier rows");
+        OutlierRows rows;
+        rows.every = reader.Integer(outliers, outlier_field, "every");
+        rows.scale = reader.Number(outliers, outlier_field, "scale");
+        if (rows.every < 2) {
+          reader.Fail(outlier_field + ".every", "expected at least 2 (one row in `every`)");
+        }
+        if (!std::isfinite(rows.scale) || rows.scale <= 1) {
+          reader.Fail(outlier_field + ".scale", "expected a finite factor above 1");
+        }
+        arg.outlier_rows = rows;
       }
       if (args[i].contains("define")) arg.define = reader.Identifier(args[i], field, "define");
     } else if (kind == "scratch") {
@@ -783,6 +810,16 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
   CorrectnessSpec& spec = manifest.correctness;
   spec.seeds = static_cast<int>(reader.Integer(correctness, "correctness", "seeds"));
   if (spec.seeds < 1) reader.Fail("correctness.seeds", "expected at least 1");
+  for (const KernelSpec& kernel : manifest.kernels) {
+    for (const KernelArgSpec& arg : kernel.args) {
+      if (arg.outlier_rows && spec.seeds < 2) {
+        reader.Fail("correctness.seeds",
+                    "input " + arg.name +
+                        " has outlier rows, which every seed but the last gets (the timing "
+                        "reads the last, plain N(0,1)): expected at least 2");
+      }
+    }
+  }
   if (correctness.contains("deterministic")) {
     if (!correctness["deterministic"].is_boolean()) {
       reader.Fail("correctness.deterministic", "expected true or false");

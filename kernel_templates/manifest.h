@@ -77,6 +77,16 @@ enum class ScratchZero {
 // As a manifest writes it: "never", "once" or "each_call".
 const char* ScratchZeroName(ScratchZero zero);
 
+// Rows of an input the correctness gate scales up at each seed but the last (whose plain N(0,1)
+// inputs the timing reads): each row of the innermost extent is chosen with probability 1/every and
+// multiplied by `scale`. Keys of attention made this way give some queries scores far above those
+// of the tiles before them, which a kernel that rescales its running sums wrongly, or not at all,
+// gets wrong.
+struct OutlierRows {
+  int64_t every = 0;
+  double scale = 1;
+};
+
 struct KernelArgSpec {
   // Scratch: device memory the kernels of one call share (partial outputs, counters), neither
   // read from the user nor compared, sized by expressions like any tensor.
@@ -89,6 +99,7 @@ struct KernelArgSpec {
   std::optional<TensorMapSpec> map;  // tensor maps
   // Inputs the gates fill uniformly in [lo, hi) instead of with N(0,1) (e.g. positive scales).
   std::optional<std::pair<double, double>> uniform;
+  std::optional<OutlierRows> outlier_rows;  // candidate kernels' normally filled inputs only
   // The argument exists only where this is non-zero. It reads compile-time problem parameters
   // only, which the kernel's signature follows with #if (Q stored as fp16 or as e4m3 + Q_scale).
   std::optional<Expression> when;

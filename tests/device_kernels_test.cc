@@ -137,6 +137,82 @@ TEST_CASE("gate kernels: fp8 inputs are the host's rounding of the f32 draws; un
   CHECK(*highest > 1.99f);
 }
 
+TEST_CASE("gate kernels: outlier rows are whole rows of the plain draws times the scale", "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  Context context(0);
+  NvrtcCompiler compiler;
+  const DeviceKernels kernels(compiler, QueryDevices().at(0).arch());
+  Stream stream;
+  const int64_t row = 96;  // not a power of two: a row boundary is not a word boundary
+  const int64_t rows = 20000;
+  const int64_t n = row * rows;
+  DeviceTensor keys;
+  keys.name = "K";
+  keys.dtype = "f32";
+  keys.elements = n;
+  keys.row_elements = row;
+  keys.outlier_rows = OutlierRows{32, 12.0};
+  keys.allocation = DeviceBuffer(kGuardBytes + n * 4 + kGuardBytes);
+  std::vector<float> plain(n);
+  std::vector<float> outlying(n);
+  kernels.FillInput(keys, 11, stream);  // without outliers: the timed seed's fill
+  stream.Synchronize();
+  keys.data().Download(plain.data(), keys.bytes());
+  kernels.FillInput(keys, 11, stream, true);
+  stream.Synchronize();
+  keys.data().Download(outlying.data(), keys.bytes());
+  int64_t scaled_rows = 0;
+  int64_t mixed_rows = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t same = 0;
+    int64_t scaled = 0;
+    for (int64_t i = r * row; i < (r + 1) * row; ++i) {
+      same += outlying[i] == plain[i] ? 1 : 0;
+      scaled += outlying[i] == plain[i] * 12.0f ? 1 : 0;
+    }
+    scaled_rows += scaled == row ? 1 : 0;
+    mixed_rows += (same == row || scaled == row) ? 0 : 1;
+  }
+  CHECK(mixed_rows == 0);
+  // 1 in 32 of 20000 rows: 625 expected, sd 25.
+  CHECK(scaled_rows > 500);
+  CHECK(scaled_rows < 750);
+
+  // Another seed picks other rows; the f16 fill rounds the scaled draw once, as the host does.
+  DeviceBuffer halves(n * 2);
+  kernels.FillNormal(halves.span(), "f16", n, 12, stream, {row, 32, 12.0});
+  DeviceBuffer floats(n * 4);
+  kernels.FillNormal(floats.span(), "f32", n, 12, stream, {row, 32, 12.0});
+  DeviceBuffer unscaled(n * 4);
+  kernels.FillNormal(unscaled.span(), "f32", n, 12, stream);
+  stream.Synchronize();
+  std::vector<uint16_t> half_bits(n);
+  std::vector<float> other(n);
+  std::vector<float> other_plain(n);
+  halves.Download(half_bits.data(), halves.bytes());
+  floats.Download(other.data(), floats.bytes());
+  unscaled.Download(other_plain.data(), unscaled.bytes());
+  int64_t rounding_misses = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    rounding_misses += half_bits[i] != FloatToHalf(other[i]) ? 1 : 0;
+  }
+  CHECK(rounding_misses == 0);
+  int64_t rows_in_both = 0;
+  int64_t rows_in_other = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = r * row;
+    const bool here = outlying[i] != plain[i];
+    const bool there = other[i] != other_plain[i];
+    rows_in_other += there ? 1 : 0;
+    rows_in_both += here && there ? 1 : 0;
+  }
+  CHECK(rows_in_other > 500);
+  CHECK(rows_in_both < 60);  // independent picks: about 20 rows
+}
+
 TEST_CASE("gate kernels: guard zones count the bytes that changed on each side; checksums move",
           "[gpu]") {
   if (!test::HaveGpuDriver()) {

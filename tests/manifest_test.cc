@@ -202,6 +202,30 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
          j["kernels"][0]["args"][0]["uniform"] = Json::array({2.0, 2.0});
        },
        "kernels[0].args[0].uniform: expected [lo, hi] with lo < hi"},
+      {"outlier rows of an output",
+       [](Json& j) {
+         j["kernels"][0]["args"][3]["outlier_rows"] = {{"every", 32}, {"scale", 12}};
+       },
+       "kernels[0].args[3].outlier_rows: only an input is filled with outlier rows"},
+      {"outlier rows that are not an object",
+       [](Json& j) { j["kernels"][0]["args"][1]["outlier_rows"] = 32; },
+       "kernels[0].args[1].outlier_rows: expected {\"every\": N, \"scale\": S}"},
+      {"outlier rows in every row",
+       [](Json& j) { j["kernels"][0]["args"][1]["outlier_rows"]["every"] = 1; },
+       "kernels[0].args[1].outlier_rows.every: expected at least 2"},
+      {"outlier rows that do not grow",
+       [](Json& j) { j["kernels"][0]["args"][1]["outlier_rows"]["scale"] = 1.0; },
+       "kernels[0].args[1].outlier_rows.scale: expected a finite factor above 1"},
+      {"outlier rows with an unknown field",
+       [](Json& j) { j["kernels"][0]["args"][1]["outlier_rows"]["fraction"] = 0.1; },
+       "kernels[0].args[1].outlier_rows: unknown key \"fraction\""},
+      {"outlier rows declared by the reference",
+       [](Json& j) {
+         j["reference"]["args"][1]["outlier_rows"] = {{"every", 32}, {"scale", 12}};
+       },
+       "reference.args[1].outlier_rows: the reference reads the candidate's inputs"},
+      {"outlier rows with one seed, the timed one", [](Json& j) { j["correctness"]["seeds"] = 1; },
+       "correctness.seeds: input K has outlier rows, which every seed but the last gets"},
       {"starting points in the manifest",
        [](Json& j) {
          j["starting_points"] = Json::array({Json{{"BLOCK_M", 128}}});
@@ -494,6 +518,27 @@ TEST_CASE("an f32 input may be filled uniformly, fp8 inputs are known", "[manife
   CHECK(scale.uniform->second == 4.0);
   CHECK_FALSE(args.back().uniform);
   CHECK(args.back().dtype == "fp8e4m3");
+}
+
+TEST_CASE("every attention template checks with outlier keys; other inputs stay plain",
+          "[manifest]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  for (const char* name : {"sdpa_fp16", "sdpa_fp16_wgmma", "sdpa_fp8", "sdpa_hopper"}) {
+    INFO(name);
+    const Manifest& manifest = library.Find(name).manifest;
+    CHECK(manifest.correctness.seeds >= 2);
+    int keys = 0;
+    for (const KernelArgSpec& arg : manifest.main_kernel().args) {
+      if (arg.kind != KernelArgSpec::Kind::kInput) continue;
+      const bool is_key = arg.name == "K" || arg.name == "K8";
+      CHECK(arg.outlier_rows.has_value() == is_key);
+      if (!is_key || !arg.outlier_rows) continue;
+      ++keys;
+      CHECK(arg.outlier_rows->every == 32);
+      CHECK(arg.outlier_rows->scale == 12.0);
+    }
+    CHECK(keys >= 1);
+  }
 }
 
 TEST_CASE("arguments may depend on compile-time problem parameters", "[manifest]") {
