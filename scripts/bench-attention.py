@@ -26,6 +26,12 @@ With several --template names each shape is searched for each, and the table rep
 fastest template's best (its name leads the knobs column). --dtype bf16 searches the templates
 that take bf16 (problem parameter BF16) and skips the others.
 
+--outlier-keys EVERY:SCALE multiplies one row in EVERY of K (a random draw per row) by SCALE
+after the N(0,1) draw, for every kernel alike, as the correctness gate's outlier keys do (32:12):
+some scores then jump far above those before them. A kernel whose speed depends on the data
+(sdpa_hopper's LAGGED_MAX) shows there what such inputs cost it; the peers' speed should not
+move. The default inputs are N(0,1) throughout, as evo's own timings are.
+
 Needs PyTorch (on the H100 machine).
   scripts/bench-attention.py --evo build-bundle/evo --budget 60 --work runs/bench
   scripts/bench-attention.py --evo build-bundle/evo --template sdpa_hopper --shapes decode
@@ -390,6 +396,27 @@ def print_table(args, rows, l2_bytes):
         print(f"n/a[{number}]: {reason}")
 
 
+def outlier_keys(text):
+    """--outlier-keys EVERY:SCALE as (every, scale): an integer of at least 2, a factor above 1."""
+    every, sep, scale = text.partition(":")
+    try:
+        parsed = (int(every), float(scale))
+    except ValueError:
+        parsed = None
+    valid = parsed is not None and parsed[0] >= 2 and math.isfinite(parsed[1]) and parsed[1] > 1
+    if not sep or not valid:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not EVERY:SCALE with EVERY an integer of at least 2 and SCALE a "
+            "factor above 1 (e.g. 32:12)")
+    return parsed
+
+
+def scale_outlier_keys(torch, k, every, scale, generator):
+    """K with one row in `every` (of its last dimension, drawn by `generator`) times `scale`."""
+    picked = torch.rand(k.shape[:-1] + (1,), device=k.device, generator=generator) * every < 1
+    return torch.where(picked, k * scale, k)
+
+
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -415,6 +442,9 @@ def main():
     parser.add_argument("--peak-tbps", type=float, default=3.35,
                         help="the memory bandwidth the %%pk columns divide by, TB/s "
                         "(default: H100 SXM HBM3, 3.35)")
+    parser.add_argument("--outlier-keys", metavar="EVERY:SCALE", type=outlier_keys,
+                        help="scale one row in EVERY of K by SCALE (e.g. 32:12, the gates' "
+                        "outlier keys); default: plain N(0,1) inputs")
     args = parser.parse_args()
     shapes = expand_shapes(args.shapes)
     os.makedirs(args.work, exist_ok=True)
@@ -447,6 +477,9 @@ def main():
           f"cuDNN {torch.backends.cudnn.version()}, {args.dtype}; per-call medians "
           f"of {CALLS_PER_GRAPH} calls in a CUDA graph, {REPLAYS} replays; bandwidth: Q, K, V "
           f"read once and O written, % of {args.peak_tbps:g} TB/s", flush=True)
+    if args.outlier_keys:
+        print(f"inputs: N(0,1), with one row in {args.outlier_keys[0]} of K times "
+              f"{args.outlier_keys[1]:g}", flush=True)
     rows = []
     for shape in shapes:
         name = shape_name(shape, args.dtype)
@@ -456,6 +489,8 @@ def main():
                                generator=generator)
                    for heads, length in ((shape.h, shape.s_q), (shape.h_kv, shape.s_kv),
                                          (shape.h_kv, shape.s_kv)))
+        if args.outlier_keys:
+            k = scale_outlier_keys(torch, k, *args.outlier_keys, generator)
         with sdpa_kernel(SDPBackend.MATH):
             expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
                                                       is_causal=shape.causal, enable_gqa=gqa)
@@ -469,6 +504,8 @@ def main():
                "device": torch.cuda.get_device_name(), "problem": problem,
                "bytes": bytes_moved(shape, element_size), "flops": flops(shape),
                "evo_us": None}
+        if args.outlier_keys:
+            row["outlier_keys"] = {"every": args.outlier_keys[0], "scale": args.outlier_keys[1]}
         templates = args.template
         if gqa:
             templates = [t for t in args.template if takes(t, "H_kv")]
