@@ -8,19 +8,19 @@
 set -u
 E=build-bundle/evo
 if [ "${PART:-sanitizer}" = sanitizer ]; then
-  while read problem knobs; do
+  while IFS='|' read problem knobs; do
     args=""; for kv in $knobs; do args="$args --set $kv"; done
     for tool in racecheck synccheck; do
       timeout 240 compute-sanitizer --tool $tool --target-processes all $E bench \
-        --template sdpa_hopper $problem $args --verify-only > $OUT/san.txt 2>&1
+        --template sdpa_hopper $problem $args --verify-only < /dev/null > $OUT/san.txt 2>&1
       echo "$tool $problem $knobs: rc $? $(grep -E "ERROR SUMMARY|^verdict|^correctness" $OUT/san.txt | tr '\n' ';' | cut -c1-200)"
       cat $OUT/san.txt >> $OUT/sanitizer_full.log
     done
   done <<'L' | tee $OUT/sanitizer.log
---shape 1,2,700,128 LAGGED_MAX=1 PERSISTENT=1 RESCALE_UNDER_QK=1
---shape 1,2,700,128 --problem BF16=1 LAGGED_MAX=1 BLOCK_N=160 STREAM_K=1 PERSISTENT=1
---shape 1,3,500,64 --causal LAGGED_MAX=1 NUM_CONSUMERS=3 BLOCK_N=64 TMA_STORE=0
---shape 1,2,300,600,256 LAGGED_MAX=1 NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=64 TMA_STORE=0
+--shape 1,2,700,128|LAGGED_MAX=1 PERSISTENT=1 RESCALE_UNDER_QK=1
+--shape 1,2,700,128 --problem BF16=1|LAGGED_MAX=1 BLOCK_N=160 STREAM_K=1 PERSISTENT=1
+--shape 1,3,500,64 --causal|LAGGED_MAX=1 NUM_CONSUMERS=3 BLOCK_N=64 TMA_STORE=0
+--shape 1,2,300,600,256|LAGGED_MAX=1 NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=64 TMA_STORE=0
 L
   exit 0
 fi
