@@ -264,6 +264,13 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
        [](Json& j) { AddKernel(j, "evo_test_second")["args"][0]["dtype"] = "bf16"; },
        "'Q' differs from the argument of that name in kernels[0] (kind, dtype, shape and zeroing "
        "must agree: it is the same memory)"},
+      {"an input of one name with other outlier rows in a later kernel",
+       [](Json& j) { AddKernel(j, "evo_test_second")["args"][1]["outlier_rows"]["scale"] = 8; },
+       "'K' differs from the argument of that name in kernels[0] in how the gates fill it "
+       "(uniform, outlier_rows): it is one input"},
+      {"an input of one name without the outlier rows in a later kernel",
+       [](Json& j) { AddKernel(j, "evo_test_second")["args"][1].erase("outlier_rows"); },
+       "'K' differs from the argument of that name in kernels[0] in how the gates fill it"},
       {"a tensor of one name with another shape in a later kernel",
        [](Json& j) {
          AddKernel(j, "evo_test_second")["args"][0]["shape"] = Json::array({"B", "H", "S_q"});
