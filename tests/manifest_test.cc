@@ -219,6 +219,16 @@ TEST_CASE("a broken manifest is refused naming the field", "[manifest]") {
       {"outlier rows with an unknown field",
        [](Json& j) { j["kernels"][0]["args"][1]["outlier_rows"]["fraction"] = 0.1; },
        "kernels[0].args[1].outlier_rows: unknown key \"fraction\""},
+      {"outlier rows beside a uniform fill",
+       [](Json& j) {
+         j["kernels"][0]["args"].push_back({{"name", "K_scale"},
+                                            {"kind", "input"},
+                                            {"dtype", "f32"},
+                                            {"shape", {"B", "H"}},
+                                            {"uniform", {0.25, 4}},
+                                            {"outlier_rows", {{"every", 32}, {"scale", 12}}}});
+       },
+       ".outlier_rows: a uniform fill has no outlier rows"},
       {"outlier rows declared by the reference",
        [](Json& j) {
          j["reference"]["args"][1]["outlier_rows"] = {{"every", 32}, {"scale", 12}};
