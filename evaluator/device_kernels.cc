@@ -321,30 +321,29 @@ DeviceKernels::DeviceKernels(Compiler& compiler, const std::string& arch) {
 }
 
 void DeviceKernels::FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
-                               uint64_t seed, const Stream& stream,
-                               const RowOutliers& outliers) const {
+                               uint64_t seed, const Stream& stream, const OutlierRows* outliers,
+                               int64_t row_elements) const {
   CheckDtype(dtype, true);
-  if (outliers.every != 0 && (outliers.every < 2 || outliers.row_elements < 1)) {
+  if (outliers != nullptr && (outliers->every < 2 || row_elements < 1)) {
     throw Error("outlier rows need every >= 2 and rows of at least one element");
   }
   const CUfunction fill = dtype == "f16"    ? fill_normal_f16_
                           : dtype == "bf16" ? fill_normal_bf16_
                           : dtype == "f32"  ? fill_normal_f32_
                                             : fill_normal_fp8e4m3_;
-  auto row_elements = static_cast<unsigned long long>(std::max<int64_t>(outliers.row_elements, 1));
-  auto every = static_cast<unsigned long long>(outliers.every);
-  auto scale = static_cast<float>(outliers.scale);
-  LaunchFill(fill, memory, elements, seed, {&row_elements, &every, &scale}, stream);
+  auto row = static_cast<unsigned long long>(row_elements);
+  auto every = static_cast<unsigned long long>(outliers != nullptr ? outliers->every : 0);
+  auto scale = static_cast<float>(outliers != nullptr ? outliers->scale : 1.0);
+  LaunchFill(fill, memory, elements, seed, {&row, &every, &scale}, stream);
 }
 
 void DeviceKernels::FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream,
                               bool with_outliers) const {
   if (!tensor.uniform) {
-    RowOutliers outliers;
-    if (with_outliers && tensor.outlier_rows) {
-      outliers = {tensor.row_elements, tensor.outlier_rows->every, tensor.outlier_rows->scale};
-    }
-    FillNormal(tensor.data(), tensor.dtype, tensor.elements, seed, stream, outliers);
+    const OutlierRows* outliers =
+        with_outliers && tensor.outlier_rows ? &*tensor.outlier_rows : nullptr;
+    FillNormal(tensor.data(), tensor.dtype, tensor.elements, seed, stream, outliers,
+               tensor.row_elements);
     return;
   }
   if (tensor.dtype != "f32") {

@@ -45,14 +45,6 @@ class CycleStamps {
 // in both, or no time passed between them.
 double MeanClockMhz(const std::vector<uint64_t>& before, const std::vector<uint64_t>& after);
 
-// Rows of `row_elements` values, one in `every` of which (a draw of the seed) a normal fill
-// multiplies by `scale` before rounding; every = 0: none.
-struct RowOutliers {
-  int64_t row_elements = 1;
-  int64_t every = 0;
-  double scale = 1;
-};
-
 // evo's own GPU helpers for the gates: N(0,1) (or uniform) inputs from a counter-based generator
 // (the same seed gives the same tensor on any GPU), and the output comparison, reduced on the GPU
 // so that large outputs never cross PCIe. Compiled once per worker for the device's arch.
@@ -61,9 +53,12 @@ class DeviceKernels {
   DeviceKernels(Compiler& compiler, const std::string& arch);
 
   // Fills `elements` values of dtype "f16", "bf16", "f32" or "fp8e4m3" at `memory` with N(0,1)
-  // draws (rounded to nearest even in the dtype), scaled in the outlier rows.
+  // draws (rounded to nearest even in the dtype). With `outliers`, the draws of one row (of
+  // `row_elements` values) in outliers->every, picked by the seed, are multiplied by
+  // outliers->scale before rounding.
   void FillNormal(const DeviceSpan& memory, const std::string& dtype, int64_t elements,
-                  uint64_t seed, const Stream& stream, const RowOutliers& outliers = {}) const;
+                  uint64_t seed, const Stream& stream, const OutlierRows* outliers = nullptr,
+                  int64_t row_elements = 1) const;
   // An input as its manifest asks: N(0,1), or uniform in [lo, hi) where it says "uniform";
   // with its outlier rows scaled when `with_outliers` (the correctness gate's seeds but the last).
   void FillInput(const DeviceTensor& tensor, uint64_t seed, const Stream& stream,

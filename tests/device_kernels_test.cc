@@ -182,10 +182,11 @@ TEST_CASE("gate kernels: outlier rows are whole rows of the plain draws times th
   CHECK(scaled_rows < 750);
 
   // Another seed picks other rows; the f16 fill rounds the scaled draw once, as the host does.
+  const OutlierRows outliers{32, 12.0};
   DeviceBuffer halves(n * 2);
-  kernels.FillNormal(halves.span(), "f16", n, 12, stream, {row, 32, 12.0});
+  kernels.FillNormal(halves.span(), "f16", n, 12, stream, &outliers, row);
   DeviceBuffer floats(n * 4);
-  kernels.FillNormal(floats.span(), "f32", n, 12, stream, {row, 32, 12.0});
+  kernels.FillNormal(floats.span(), "f32", n, 12, stream, &outliers, row);
   DeviceBuffer unscaled(n * 4);
   kernels.FillNormal(unscaled.span(), "f32", n, 12, stream);
   stream.Synchronize();

@@ -515,18 +515,20 @@ int MeasureCases(HopperBench& bench, std::span<const SplitCase> cases,
 }
 
 // Runs each case through the gates on an H100 (or says why it cannot) and expects it measured.
+// `name`: sdpa_hopper, or a copy of it in one of `folders`.
 void ExpectCasesMeasured(std::span<const SplitCase> cases, std::chrono::seconds deadline,
-                         const char* what) {
+                         const char* what, const std::vector<std::filesystem::path>& folders = {},
+                         const std::string& name = "sdpa_hopper") {
   if (!test::HaveGpuDriver()) {
     WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
     return;
   }
-  HopperBench bench({});
+  HopperBench bench(folders);
   if (!bench.on_hopper()) {
     WARN("skipped: sdpa_hopper needs an sm_90 GPU");
     return;
   }
-  const int measured = MeasureCases(bench, cases, deadline);
+  const int measured = MeasureCases(bench, cases, deadline, name);
   WARN(what << ": " << measured << " of " << cases.size() << " measured");
 }
 
@@ -647,37 +649,25 @@ TEST_CASE("sdpa_hopper passes the gates with lagged maxima", "[gpu]") {
   ExpectCasesMeasured(kLaggedCases, std::chrono::seconds(60), "sdpa_hopper lagged maxima");
 }
 
-// Makes the copy of sdpa_hopper in `folder` take LAGGED_MAX's exact path at every tile after a
-// piece's first: N(0, 1) inputs almost never reach it otherwise, so the gates would not see it.
+// The line of sdpa_hopper.cu that sets LAGGED_MAX's bound, and the bound 0 that makes a copy take
+// the exact path at every tile after a piece's first: the gates' outlier keys reach it in some
+// warps only, N(0, 1) keys almost never.
+constexpr const char* kLaggedBound = "#define LAGGED_SUM_BOUND evo::kLaggedSumBound";
+constexpr const char* kLaggedBoundZero = "#define LAGGED_SUM_BOUND 0.f";
+
 void ForceLaggedExactPath(const std::filesystem::path& folder) {
-  const std::filesystem::path source = folder / "sdpa_hopper.cu";
-  std::string text = ReadFile(source);
-  const std::string find = "#define LAGGED_SUM_BOUND evo::kLaggedSumBound";
-  const size_t at = text.find(find);
-  REQUIRE(at != std::string::npos);
-  REQUIRE(text.find(find, at + 1) == std::string::npos);
-  text.replace(at, find.size(), "#define LAGGED_SUM_BOUND 0.f");
-  test::WriteFile(source, text);
+  test::ReplaceInVariant(folder / "sdpa_hopper.cu", folder.filename().string(), kLaggedBound,
+                         kLaggedBoundZero);
 }
 
 TEST_CASE("sdpa_hopper's exact path of lagged maxima passes the gates", "[gpu]") {
   test::TempDir dir;
   const std::filesystem::path folder = dir.path() / "hopper_lagged_exact";
-  test::WriteTemplateVariant(folder, "sdpa_hopper", "hopper_lagged_exact", "", "");
-  ForceLaggedExactPath(folder);
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench({folder});
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
-  const int measured =
-      MeasureCases(bench, kLaggedCases, std::chrono::seconds(60), "hopper_lagged_exact");
-  WARN("sdpa_hopper lagged maxima, exact path forced: " << measured << " of "
-                                                        << std::size(kLaggedCases) << " measured");
+  test::WriteTemplateVariant(folder, "sdpa_hopper", "hopper_lagged_exact", kLaggedBound,
+                             kLaggedBoundZero);
+  ExpectCasesMeasured(kLaggedCases, std::chrono::seconds(60),
+                      "sdpa_hopper lagged maxima, exact path forced", {folder},
+                      "hopper_lagged_exact");
 }
 
 TEST_CASE("broken lagged maxima of sdpa_hopper are rejected", "[gpu]") {
@@ -703,8 +693,7 @@ TEST_CASE("broken lagged maxima of sdpa_hopper are rejected", "[gpu]") {
   // score do (N(0, 1) keys never lift a row's maximum 16 log2 units in a tile). In bf16 P holds
   // 2^127: not broken there.
   test::WriteTemplateVariant(dir.path() / "hopper_lagged_no_check", "sdpa_hopper",
-                             "hopper_lagged_no_check",
-                             "#define LAGGED_SUM_BOUND evo::kLaggedSumBound",
+                             "hopper_lagged_no_check", kLaggedBound,
                              "#define LAGGED_SUM_BOUND __int_as_float(0x7f800000)");
   const BrokenCase cases[] = {
       {"hopper_lagged_no_check",

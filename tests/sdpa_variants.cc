@@ -119,6 +119,11 @@ void WriteTemplateVariant(const std::filesystem::path& folder, const std::string
   WriteFile(folder / "manifest.json", manifest);
 }
 
+void ReplaceInVariant(const std::filesystem::path& file, const std::string& name,
+                      const std::string& find, const std::string& replace) {
+  WriteFile(file, ReplaceOnce(ReadFile(file), find, replace, name, file.filename().string()));
+}
+
 void WriteTemplateVariantWithBrokenHeader(const std::filesystem::path& folder,
                                           const std::string& original, const std::string& name,
                                           const std::string& header, const std::string& find,

@@ -48,6 +48,12 @@ void WriteTemplateVariant(const std::filesystem::path& folder, const std::string
                           const std::string& name, const std::string& find,
                           const std::string& replace);
 
+// Replaces the one occurrence of `find` in `file` (a variant's source written above) by
+// `replace`, for a variant that needs a second change; throws, naming `name`, as they do when
+// `find` does not occur exactly once.
+void ReplaceInVariant(const std::filesystem::path& file, const std::string& name,
+                      const std::string& find, const std::string& replace);
+
 // A copy of kernel_templates/<original> named `name` that includes its own copy of the device
 // library's `header` ("wgmma_attention.cuh" for "evo/wgmma_attention.cuh"), written beside it
 // with `find` replaced by `replace` (which must occur exactly once): a breakage of code that
