@@ -28,15 +28,22 @@ TEST_CASE("the gates' own kernels compile for every target", "[nvrtc]") {
   }
 }
 
+// GPU 0 with the gate kernels compiled for it, for the tests that run them.
+struct GateKernelsOnGpu {
+  Context context{0};
+  NvrtcCompiler compiler;
+  DeviceKernels kernels{compiler, QueryDevices().at(0).arch()};
+  Stream stream;
+};
+
 TEST_CASE("gate kernels: normal inputs, NaN poison and the comparison", "[gpu]") {
   if (!test::HaveGpuDriver()) {
     WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
     return;
   }
-  Context context(0);
-  NvrtcCompiler compiler;
-  const DeviceKernels kernels(compiler, QueryDevices().at(0).arch());
-  Stream stream;
+  const GateKernelsOnGpu gpu;
+  const DeviceKernels& kernels = gpu.kernels;
+  const Stream& stream = gpu.stream;
   const int64_t n = 1 << 20;
 
   DeviceBuffer f16(n * 2);
@@ -98,10 +105,9 @@ TEST_CASE("gate kernels: fp8 inputs are the host's rounding of the f32 draws; un
     WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
     return;
   }
-  Context context(0);
-  NvrtcCompiler compiler;
-  const DeviceKernels kernels(compiler, QueryDevices().at(0).arch());
-  Stream stream;
+  const GateKernelsOnGpu gpu;
+  const DeviceKernels& kernels = gpu.kernels;
+  const Stream& stream = gpu.stream;
   const int64_t n = 1 << 20;
   DeviceBuffer f32(n * 4);
   DeviceBuffer fp8(n);
@@ -142,10 +148,9 @@ TEST_CASE("gate kernels: outlier rows are whole rows of the plain draws times th
     WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
     return;
   }
-  Context context(0);
-  NvrtcCompiler compiler;
-  const DeviceKernels kernels(compiler, QueryDevices().at(0).arch());
-  Stream stream;
+  const GateKernelsOnGpu gpu;
+  const DeviceKernels& kernels = gpu.kernels;
+  const Stream& stream = gpu.stream;
   const int64_t row = 96;  // not a power of two: a row boundary is not a word boundary
   const int64_t rows = 20000;
   const int64_t n = row * rows;
