@@ -649,15 +649,34 @@ TEST_CASE("sdpa_hopper passes the gates with lagged maxima", "[gpu]") {
   ExpectCasesMeasured(kLaggedCases, std::chrono::seconds(60), "sdpa_hopper lagged maxima");
 }
 
-// The line of sdpa_hopper.cu that sets LAGGED_MAX's bound, and the bound 0 that makes a copy take
-// the exact path at every tile after a piece's first: the gates' outlier keys reach it in some
-// warps only, N(0, 1) keys almost never.
+// The lines of sdpa_hopper.cu that set LAGGED_MAX's bound and its rescale's limit. A copy with the
+// bound 0 takes the rescale at every tile after a piece's first; with the limit 0 as well, it
+// computes the scores again there. The gates' outlier keys reach either path in some warps only,
+// N(0, 1) keys almost never.
 constexpr const char* kLaggedBound = "#define LAGGED_SUM_BOUND evo::kLaggedSumBound";
 constexpr const char* kLaggedBoundZero = "#define LAGGED_SUM_BOUND 0.f";
+constexpr const char* kLaggedLimit = "#define LAGGED_RESCALE_LIMIT evo::kLaggedRescaleLimit";
+constexpr const char* kLaggedLimitZero = "#define LAGGED_RESCALE_LIMIT 0.f";
 
-void ForceLaggedExactPath(const std::filesystem::path& folder) {
+void ForceLaggedRescale(const std::filesystem::path& folder) {
   test::ReplaceInVariant(folder / "sdpa_hopper.cu", folder.filename().string(), kLaggedBound,
                          kLaggedBoundZero);
+}
+
+void ForceLaggedScoresAgain(const std::filesystem::path& folder) {
+  ForceLaggedRescale(folder);
+  test::ReplaceInVariant(folder / "sdpa_hopper.cu", folder.filename().string(), kLaggedLimit,
+                         kLaggedLimitZero);
+}
+
+TEST_CASE("sdpa_hopper's rescale of lagged maxima passes the gates", "[gpu]") {
+  test::TempDir dir;
+  const std::filesystem::path folder = dir.path() / "hopper_lagged_rescale";
+  test::WriteTemplateVariant(folder, "sdpa_hopper", "hopper_lagged_rescale", kLaggedBound,
+                             kLaggedBoundZero);
+  ExpectCasesMeasured(kLaggedCases, std::chrono::seconds(60),
+                      "sdpa_hopper lagged maxima, rescale forced", {folder},
+                      "hopper_lagged_rescale");
 }
 
 TEST_CASE("sdpa_hopper's exact path of lagged maxima passes the gates", "[gpu]") {
@@ -665,8 +684,10 @@ TEST_CASE("sdpa_hopper's exact path of lagged maxima passes the gates", "[gpu]")
   const std::filesystem::path folder = dir.path() / "hopper_lagged_exact";
   test::WriteTemplateVariant(folder, "sdpa_hopper", "hopper_lagged_exact", kLaggedBound,
                              kLaggedBoundZero);
+  test::ReplaceInVariant(folder / "sdpa_hopper.cu", "hopper_lagged_exact", kLaggedLimit,
+                         kLaggedLimitZero);
   ExpectCasesMeasured(kLaggedCases, std::chrono::seconds(60),
-                      "sdpa_hopper lagged maxima, exact path forced", {folder},
+                      "sdpa_hopper lagged maxima, scores again forced", {folder},
                       "hopper_lagged_exact");
 }
 
@@ -681,13 +702,26 @@ TEST_CASE("broken lagged maxima of sdpa_hopper are rejected", "[gpu]") {
       "      evo::warp_attention_scores_sw128<BLOCK_N, HEAD_DIM, kBlockM, Elem>(",
       "      if (false) evo::warp_attention_scores_sw128<BLOCK_N, HEAD_DIM, "
       "kBlockM, Elem>(");
-  ForceLaggedExactPath(dir.path() / "hopper_lagged_no_rescore");
+  ForceLaggedScoresAgain(dir.path() / "hopper_lagged_no_rescore");
   // The exact path reads K without its swizzle: keys of the wrong columns.
   test::WriteTemplateVariantWithBrokenHeader(
       dir.path() / "hopper_lagged_unswizzled_k", "sdpa_hopper", "hopper_lagged_unswizzled_k",
       "wgmma_attention.cuh", "swizzled(key, (kd % 4) * 2 + b.chunk)",
       "(static_cast<unsigned>((kd % 4) * 2 + b.chunk) << 4)");
-  ForceLaggedExactPath(dir.path() / "hopper_lagged_unswizzled_k");
+  ForceLaggedScoresAgain(dir.path() / "hopper_lagged_unswizzled_k");
+  // The rescale scales the probabilities and the sums but not what O accumulated.
+  test::WriteTemplateVariantWithBrokenHeader(
+      dir.path() / "hopper_lagged_rescale_no_alpha", "sdpa_hopper",
+      "hopper_lagged_rescale_no_alpha", "wgmma_attention.cuh", "alpha[h] = factor;",
+      "alpha[h] = 1.f;");
+  ForceLaggedRescale(dir.path() / "hopper_lagged_rescale_no_alpha");
+  // The rescale leaves the rows' maxima where they were: later tiles' probabilities are 2^e too
+  // large against what came before.
+  test::WriteTemplateVariantWithBrokenHeader(
+      dir.path() / "hopper_lagged_rescale_same_max", "sdpa_hopper",
+      "hopper_lagged_rescale_same_max", "wgmma_attention.cuh",
+      "row_max[h] += static_cast<float>(e) / scale;", "");
+  ForceLaggedRescale(dir.path() / "hopper_lagged_rescale_same_max");
   // The check never sends a warp to the exact path (but for rows with no maximum yet): exact
   // while no probability passes fp16's range, 2^16, which only the gates' outlier keys make a
   // score do (N(0, 1) keys never lift a row's maximum 16 log2 units in a tile). In bf16 P holds
@@ -716,10 +750,21 @@ TEST_CASE("broken lagged maxima of sdpa_hopper are rejected", "[gpu]") {
       {"hopper_lagged_unswizzled_k",
        {"LAGGED_MAX=1 NUM_CONSUMERS=3 BLOCK_N=64 PERSISTENT=1 TMA_STORE=0",
         {1, 9, 9, 1000, 777, 64, 1, 0}}},
+      {"hopper_lagged_rescale_no_alpha",
+       {"LAGGED_MAX=1 PERSISTENT=1 RESCALE_UNDER_QK=1", {2, 8, 8, 2048, 2048, 128, 0, 0}}},
+      {"hopper_lagged_rescale_no_alpha",
+       {"LAGGED_MAX=1 BLOCK_N=160 PERSISTENT=1 STREAM_K=1", {1, 4, 2, 1000, 3000, 128, 0, 1}}},
+      {"hopper_lagged_rescale_same_max",
+       {"LAGGED_MAX=1 PERSISTENT=1 RESCALE_UNDER_QK=1", {2, 8, 8, 2048, 2048, 128, 0, 0}}},
+      {"hopper_lagged_rescale_same_max",
+       {"LAGGED_MAX=1 NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=64 TMA_STORE=0",
+        {1, 3, 3, 1000, 1000, 256, 1, 1}}},
   };
   ExpectIncorrect(
       {dir.path() / "hopper_lagged_no_sum", dir.path() / "hopper_lagged_no_rescore",
-       dir.path() / "hopper_lagged_unswizzled_k", dir.path() / "hopper_lagged_no_check"},
+       dir.path() / "hopper_lagged_unswizzled_k", dir.path() / "hopper_lagged_no_check",
+       dir.path() / "hopper_lagged_rescale_no_alpha",
+       dir.path() / "hopper_lagged_rescale_same_max"},
       cases, std::chrono::seconds(60));
 }
 

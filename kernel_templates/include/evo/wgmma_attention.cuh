@@ -86,7 +86,8 @@ constexpr float kLaggedSumBound = 16384.f;
 // the probabilities replace the scores and tile_sum[h] returns row h's sum over the thread's
 // columns. Exact while no probability passes 1 by much: returns false where a row has no maximum
 // yet (every earlier score masked) or its sum passes kLaggedSumBound (also inf and NaN), and the
-// caller then computes the tile's scores again and runs wgmma_attention_softmax on them.
+// caller then scales the rows down (wgmma_attention_lagged_rescale) or, past
+// kLaggedRescaleLimit, computes the tile's scores again and runs wgmma_attention_softmax on them.
 // bound: kLaggedSumBound, or a smaller one where a test wants the exact path taken.
 template <int BlockN>
 __device__ __forceinline__ bool wgmma_attention_softmax_lagged(float (&s)[BlockN / 2],
@@ -110,6 +111,58 @@ __device__ __forceinline__ bool wgmma_attention_softmax_lagged(float (&s)[BlockN
     fits = fits && row_max[h] != neg_inf() && tile_sum[h] <= bound;
   }
   return fits;
+}
+
+// The largest probability (against the old maxima) that wgmma_attention_lagged_rescale takes;
+// above it (or inf, or a row with no maximum yet) the tile's scores are computed again. Far below
+// fp32's 2^128, so that a row's factor 2^-e stays a normal float.
+constexpr float kLaggedRescaleLimit = 0x1p100f;
+
+// For a warp whose probabilities against the old maxima passed the lagged bound: where every row
+// has a maximum and no probability passes limit (a score up to about 100 log2 units above its
+// row's maximum), each row's probabilities, sum and accumulator (through alpha, for the caller's
+// rescale) are scaled by 2^-e, e being the exponent of the row's largest probability, the row's
+// maximum is raised by e log2 units, and it returns true. Scaling by a power of two is exact, so
+// P V and O / l are what the exact softmax gives, without the scores again. Otherwise it changes
+// nothing and returns false. The whole warp calls it (a vote, and the rows' largest
+// probabilities reduced over each quad), after P_{j-1} V: P's registers are free then. The path
+// is rare, so a running maximum and sum rather than trees: fewer registers.
+template <int BlockN>
+__device__ __forceinline__ bool wgmma_attention_lagged_rescale(float (&s)[BlockN / 2],
+                                                               float (&row_max)[2],
+                                                               float (&row_sum)[2], float scale,
+                                                               float limit, float (&alpha)[2]) {
+  float largest[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    largest[h] = 0.f;
+#pragma unroll
+    for (int nf = 0; nf < BlockN / 8; ++nf) {
+      largest[h] = fmaxf(largest[h], fmaxf(s[4 * nf + 2 * h], s[4 * nf + 2 * h + 1]));
+    }
+    largest[h] = quad_max(largest[h]);
+  }
+  if (!__all_sync(0xffffffffu, row_max[0] != neg_inf() && row_max[1] != neg_inf() &&
+                                   largest[0] < limit && largest[1] < limit)) {
+    return false;
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    // Rows whose probabilities stay below 2 keep their maximum (alpha 1).
+    const int e = largest[h] >= 2.f ? (__float_as_int(largest[h]) >> 23) - 127 : 0;
+    const float factor = __int_as_float((127 - e) << 23);
+    float sum = 0.f;
+#pragma unroll
+    for (int nf = 0; nf < BlockN / 8; ++nf) {
+      s[4 * nf + 2 * h] *= factor;
+      s[4 * nf + 2 * h + 1] *= factor;
+      sum += s[4 * nf + 2 * h] + s[4 * nf + 2 * h + 1];
+    }
+    row_max[h] += static_cast<float>(e) / scale;
+    row_sum[h] = row_sum[h] * factor + sum;
+    alpha[h] = factor;
+  }
+  return true;
 }
 
 // One warp's 16 rows of S = Q K^T again, from the tiles in shared memory (64-column blocks of
