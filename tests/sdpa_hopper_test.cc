@@ -669,26 +669,24 @@ void ForceLaggedScoresAgain(const std::filesystem::path& folder) {
                          kLaggedLimitZero);
 }
 
-TEST_CASE("sdpa_hopper's rescale of lagged maxima passes the gates", "[gpu]") {
+// A copy of sdpa_hopper with one of LAGGED_MAX's slow paths forced, through the lagged cases.
+void ExpectForcedLaggedPathMeasured(const std::string& name,
+                                    void (*force)(const std::filesystem::path&), const char* what) {
   test::TempDir dir;
-  const std::filesystem::path folder = dir.path() / "hopper_lagged_rescale";
-  test::WriteTemplateVariant(folder, "sdpa_hopper", "hopper_lagged_rescale", kLaggedBound,
-                             kLaggedBoundZero);
-  ExpectCasesMeasured(kLaggedCases, std::chrono::seconds(60),
-                      "sdpa_hopper lagged maxima, rescale forced", {folder},
-                      "hopper_lagged_rescale");
+  const std::filesystem::path folder = dir.path() / name;
+  test::WriteTemplateVariant(folder, "sdpa_hopper", name, "", "");
+  force(folder);
+  ExpectCasesMeasured(kLaggedCases, std::chrono::seconds(60), what, {folder}, name);
+}
+
+TEST_CASE("sdpa_hopper's rescale of lagged maxima passes the gates", "[gpu]") {
+  ExpectForcedLaggedPathMeasured("hopper_lagged_rescale", ForceLaggedRescale,
+                                 "sdpa_hopper lagged maxima, rescale forced");
 }
 
 TEST_CASE("sdpa_hopper's exact path of lagged maxima passes the gates", "[gpu]") {
-  test::TempDir dir;
-  const std::filesystem::path folder = dir.path() / "hopper_lagged_exact";
-  test::WriteTemplateVariant(folder, "sdpa_hopper", "hopper_lagged_exact", kLaggedBound,
-                             kLaggedBoundZero);
-  test::ReplaceInVariant(folder / "sdpa_hopper.cu", "hopper_lagged_exact", kLaggedLimit,
-                         kLaggedLimitZero);
-  ExpectCasesMeasured(kLaggedCases, std::chrono::seconds(60),
-                      "sdpa_hopper lagged maxima, scores again forced", {folder},
-                      "hopper_lagged_exact");
+  ExpectForcedLaggedPathMeasured("hopper_lagged_exact", ForceLaggedScoresAgain,
+                                 "sdpa_hopper lagged maxima, scores again forced");
 }
 
 TEST_CASE("broken lagged maxima of sdpa_hopper are rejected", "[gpu]") {
@@ -710,17 +708,17 @@ TEST_CASE("broken lagged maxima of sdpa_hopper are rejected", "[gpu]") {
       "(static_cast<unsigned>((kd % 4) * 2 + b.chunk) << 4)");
   ForceLaggedScoresAgain(dir.path() / "hopper_lagged_unswizzled_k");
   // The rescale scales the probabilities and the sums but not what O accumulated.
-  test::WriteTemplateVariantWithBrokenHeader(
-      dir.path() / "hopper_lagged_rescale_no_alpha", "sdpa_hopper",
-      "hopper_lagged_rescale_no_alpha", "wgmma_attention.cuh", "alpha[h] = factor;",
-      "alpha[h] = 1.f;");
+  test::WriteTemplateVariantWithBrokenHeader(dir.path() / "hopper_lagged_rescale_no_alpha",
+                                             "sdpa_hopper", "hopper_lagged_rescale_no_alpha",
+                                             "wgmma_attention.cuh", "alpha[h] = factor;",
+                                             "alpha[h] = 1.f;");
   ForceLaggedRescale(dir.path() / "hopper_lagged_rescale_no_alpha");
   // The rescale leaves the rows' maxima where they were: later tiles' probabilities are 2^e too
   // large against what came before.
-  test::WriteTemplateVariantWithBrokenHeader(
-      dir.path() / "hopper_lagged_rescale_same_max", "sdpa_hopper",
-      "hopper_lagged_rescale_same_max", "wgmma_attention.cuh",
-      "row_max[h] += static_cast<float>(e) / scale;", "");
+  test::WriteTemplateVariantWithBrokenHeader(dir.path() / "hopper_lagged_rescale_same_max",
+                                             "sdpa_hopper", "hopper_lagged_rescale_same_max",
+                                             "wgmma_attention.cuh",
+                                             "row_max[h] += static_cast<float>(e) / scale;", "");
   ForceLaggedRescale(dir.path() / "hopper_lagged_rescale_same_max");
   // The check never sends a warp to the exact path (but for rows with no maximum yet): exact
   // while no probability passes fp16's range, 2^16, which only the gates' outlier keys make a
@@ -760,12 +758,11 @@ TEST_CASE("broken lagged maxima of sdpa_hopper are rejected", "[gpu]") {
        {"LAGGED_MAX=1 NUM_CONSUMERS=1 PINGPONG=0 BLOCK_N=64 TMA_STORE=0",
         {1, 3, 3, 1000, 1000, 256, 1, 1}}},
   };
-  ExpectIncorrect(
-      {dir.path() / "hopper_lagged_no_sum", dir.path() / "hopper_lagged_no_rescore",
-       dir.path() / "hopper_lagged_unswizzled_k", dir.path() / "hopper_lagged_no_check",
-       dir.path() / "hopper_lagged_rescale_no_alpha",
-       dir.path() / "hopper_lagged_rescale_same_max"},
-      cases, std::chrono::seconds(60));
+  ExpectIncorrect({dir.path() / "hopper_lagged_no_sum", dir.path() / "hopper_lagged_no_rescore",
+                   dir.path() / "hopper_lagged_unswizzled_k", dir.path() / "hopper_lagged_no_check",
+                   dir.path() / "hopper_lagged_rescale_no_alpha",
+                   dir.path() / "hopper_lagged_rescale_same_max"},
+                  cases, std::chrono::seconds(60));
 }
 
 TEST_CASE("broken clusters of sdpa_hopper are rejected", "[gpu]") {
