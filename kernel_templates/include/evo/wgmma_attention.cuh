@@ -77,7 +77,7 @@ __device__ __forceinline__ void wgmma_attention_softmax(float (&s)[BlockN / 2], 
 // of fp16's largest finite value, so P rounds with its usual relative error and the fp32 sums and
 // accumulators hold it without loss. Higher than it need be for N(0, 1) inputs on purpose: on real
 // data a row's maximum can climb several log2 units after its first tile, and every warp that
-// passes the bound computes its scores again on the slow path.
+// passes the bound waits for P V before it goes on (wgmma_attention_lagged_rescale).
 constexpr float kLaggedSumBound = 16384.f;
 
 // The online softmax of a tile against the rows' maxima of the tiles before it, without the
