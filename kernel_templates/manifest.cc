@@ -600,11 +600,7 @@ void ReadCandidateKernels(const ManifestReader& reader, const Json& root,
                             KernelField(root, other_k) +
                             " (kind, dtype, shape and zeroing must agree: it is the same memory)");
           }
-          const bool same_outliers =
-              arg.outlier_rows.has_value() == other.outlier_rows.has_value() &&
-              (!arg.outlier_rows || (arg.outlier_rows->every == other.outlier_rows->every &&
-                                     arg.outlier_rows->scale == other.outlier_rows->scale));
-          if (other.uniform != arg.uniform || !same_outliers) {
+          if (other.uniform != arg.uniform || other.outlier_rows != arg.outlier_rows) {
             reader.Fail(field + ".args[" + std::to_string(i) + "]",
                         "'" + arg.name + "' differs from the argument of that name in " +
                             KernelField(root, other_k) +

@@ -85,6 +85,7 @@ const char* ScratchZeroName(ScratchZero zero);
 struct OutlierRows {
   int64_t every = 0;
   double scale = 1;
+  bool operator==(const OutlierRows&) const = default;
 };
 
 struct KernelArgSpec {
