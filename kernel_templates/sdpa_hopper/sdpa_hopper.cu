@@ -561,11 +561,18 @@ struct Turns {
   }
 };
 
-// Marks tile buffer `bar` as released by this warp (the empty barriers count consumer warps).
+// Marks tile buffer `bar` as released by this warp (the K/V empty barriers count consumer warps).
 __device__ __forceinline__ void release(unsigned bar, int lane) {
   __syncwarp();
   if (lane == 0) evo::mbar_arrive(bar);
 }
+
+// Marks the Q tile, and with STREAM_K its piece descriptor, as released by this warp: every lane
+// arrives (q_empty counts consumer threads), so each lane's reads of the descriptor are ordered
+// before the producer's next store there by that lane's own arrive. __syncwarp then lane 0's
+// arrive orders them as well, but compute-sanitizer's racecheck does not follow it and reported
+// the producer's stores as hazards. Once per piece, so the extra arrivals cost nothing.
+__device__ __forceinline__ void release_q(unsigned bar) { evo::mbar_arrive(bar); }
 
 // Marks K/V stage barrier `bar` as released by this warp, with CLUSTER_M in every CTA of the
 // cluster (lane r arrives on CTA r's): the next load into the stage writes to all of them.
@@ -752,7 +759,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
       if (!STREAM_K) evo::mbar_wait_sleep(smem.q_full(), round & 1);
       // KV_INTERLEAVE: a consumer with no KV tile of its own (fewer than NUM_CONSUMERS) still
       // releases Q, which counts every consumer warp.
-      if (KV_INTERLEAVE && j_first >= num_kv_tiles) release(smem.q_empty(), lane);
+      if (KV_INTERLEAVE && j_first >= num_kv_tiles) release_q(smem.q_empty());
       float alpha[2];
       if (INTRA_OVERLAP && (!KV_INTERLEAVE || j_first < num_kv_tiles)) {
         // The first tile alone, then for each later tile j: issue Q K_j^T and P_{j-1} V_{j-1}
@@ -769,7 +776,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
         evo::wgmma_wait<0>();
         evo::wgmma_fence_registers(s);
         release_kv(smem.k_empty(stage_of(j_first)), lane);
-        if (last_of_mine(j_first)) release(smem.q_empty(), lane);
+        if (last_of_mine(j_first)) release_q(smem.q_empty());
         softmax(j_first, alpha);
         pack_probabilities();
         for (int j = j_first + kStep; j < num_kv_tiles; j += kStep) {
@@ -786,7 +793,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           const bool lagged = LAGGED_MAX && softmax_lagged(j, alpha);
           if (!LAGGED_MAX) {
             release_kv(smem.k_empty(stage_of(j)), lane);
-            if (last_of_mine(j)) release(smem.q_empty(), lane);
+            if (last_of_mine(j)) release_q(smem.q_empty());
             softmax(j, alpha);
           }
           // SOFTMAX_WARP_SYNC: a warp barrier here changes how ptxas orders the softmax against
@@ -801,7 +808,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           if (LAGGED_MAX) {
             if (!lagged && !lagged_rescale(alpha)) lagged_again(j, smem.k(stage_of(j)), alpha);
             release_kv(smem.k_empty(stage_of(j)), lane);
-            if (last_of_mine(j)) release(smem.q_empty(), lane);
+            if (last_of_mine(j)) release_q(smem.q_empty());
           }
           if (!RESCALE_UNDER_QK) rescale(alpha);
           pack_probabilities();
@@ -826,7 +833,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
           evo::wgmma_wait<0>();
           evo::wgmma_fence_registers(s);
           release_kv(smem.k_empty(stage_of(j)), lane);
-          if (last_of_mine(j)) release(smem.q_empty(), lane);
+          if (last_of_mine(j)) release_q(smem.q_empty());
           softmax(j, alpha);
           rescale(alpha);
           pack_probabilities();
@@ -1015,7 +1022,7 @@ extern "C" __global__ void __launch_bounds__(hopper::kThreads, 1) sdpa_hopper_fw
     evo::prefetch_tensor_map(V_map);
     if (TMA_STORE) evo::prefetch_tensor_map(O_map);
     evo::mbar_init(smem.q_full(), 1);
-    evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps);
+    evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps * 32);
     for (int s = 0; s < STAGES; ++s) {
       evo::mbar_init(smem.k_full(s), 1);
       evo::mbar_init(smem.k_empty(s), hopper::kStageReleasers);
