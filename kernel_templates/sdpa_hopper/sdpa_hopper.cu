@@ -758,7 +758,7 @@ __device__ __forceinline__ void consume(const Layout& smem, unsigned short* __re
     if (SPLITS == 1 || num_kv_tiles > 0) {
       if (!STREAM_K) evo::mbar_wait_sleep(smem.q_full(), round & 1);
       // KV_INTERLEAVE: a consumer with no KV tile of its own (fewer than NUM_CONSUMERS) still
-      // releases Q, which counts every consumer warp.
+      // releases Q, which counts every consumer thread.
       if (KV_INTERLEAVE && j_first >= num_kv_tiles) release_q(smem.q_empty());
       float alpha[2];
       if (INTRA_OVERLAP && (!KV_INTERLEAVE || j_first < num_kv_tiles)) {
