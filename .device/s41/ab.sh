@@ -1,22 +1,10 @@
 #!/usr/bin/env bash
 # Forty-first session: the Q release by every lane (this tree) against lane 0 after __syncwarp
-# (the change undone by replacements at run time), same knobs, alternating, `evo bench`;
+# (the change undone in a copy, .device/s41/release_variant.py), same knobs, alternating, `evo bench`;
 # then racecheck on a small causal three-consumer problem (s41 call 2's 1,3,500,64 outran 200 s).
 set -u
 E=build-bundle/evo
-old=runs/ab_old/sdpa_hopper
-rm -rf runs/ab_old; mkdir -p $old
-cp kernel_templates/sdpa_hopper/{manifest.json,starting_points.json} $old/
-python3 - kernel_templates/sdpa_hopper/sdpa_hopper.cu $old/sdpa_hopper.cu <<'PY'
-import sys
-src = open(sys.argv[1]).read()
-for old, new, n in [
-    ("release_q(smem.q_empty())", "release(smem.q_empty(), lane)", 5),
-    ("mbar_init(smem.q_empty(), hopper::kConsumerWarps * 32);", "mbar_init(smem.q_empty(), hopper::kConsumerWarps);", 1)]:
-    assert src.count(old) == n, old
-    src = src.replace(old, new)
-open(sys.argv[2], "w").write(src)
-PY
+python3 .device/s41/release_variant.py runs/ab_old lane0
 bench() {  # name, global options, shape, knobs...
   local name=$1 global=$2 shape=$3; shift 3
   local args=""; for kv in "$@"; do args="$args --set $kv"; done
