@@ -83,7 +83,8 @@ std::string SettingsText(const std::map<std::string, int64_t, std::less<>>& sett
 
 std::string RunTitle(const RunRecord& run) {
   return "run " + std::to_string(run.id) + ": " + run.spec.template_name + " " +
-         SettingsText(run.spec.problem);
+         SettingsText(run.spec.problem) +
+         (run.spec.fixed.empty() ? "" : ", fixed " + SettingsText(run.spec.fixed));
 }
 
 Json RunChartData(const ReportRun& report) {

@@ -57,7 +57,17 @@ struct RunOptions {
   bool force = false;
   bool json = false;
   bool no_starting_points = false;
+  std::vector<std::string> fixed;  // --fix KNOB=VALUE
 };
+
+// "A=1, B=2", for messages.
+std::string FixedText(const Genome& fixed) {
+  std::string text;
+  for (const auto& [knob, value] : fixed) {
+    text += (text.empty() ? "" : ", ") + knob + "=" + std::to_string(value);
+  }
+  return text;
+}
 
 std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
                                 std::shared_ptr<RunOptions> options) {
@@ -113,6 +123,17 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
                     ", which this evo cannot take: " + error.what());
       }
     }();
+    // Checked against the template before any run is looked for, so a knob or value it does
+    // not have is refused whatever the database holds.
+    Genome fixed;
+    ApplyKnobSettings(manifest, options->fixed, "--fix", fixed);
+    if (run && app.count("--fix") > 0 && fixed != run->spec.fixed) {
+      throw Error("run " + std::to_string(run->id) + " searches with " +
+                  (run->spec.fixed.empty() ? std::string("no knob fixed")
+                                           : FixedText(run->spec.fixed) + " fixed") +
+                  "; drop --fix to resume it, or pass --new for a run with " + FixedText(fixed) +
+                  " fixed");
+    }
     if (run &&
         (app.count("--shape") > 0 || app.count("--causal") > 0 || app.count("--problem") > 0 ||
          app.count("--template") > 0) &&
@@ -123,7 +144,8 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     }
     if (!run && !options->fresh) {
       for (const RunRecord& candidate : store.Runs()) {
-        if (candidate.spec.template_name != manifest.name || candidate.spec.problem != problem) {
+        if (candidate.spec.template_name != manifest.name || candidate.spec.problem != problem ||
+            candidate.spec.fixed != fixed) {
           continue;
         }
         // A larger budget extends a finished run; so does another --patience one that its
@@ -141,6 +163,7 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
         // is reported rather than silently repeated.
         for (const RunRecord& candidate : store.Runs()) {
           if (candidate.spec.template_name == manifest.name && candidate.spec.problem == problem &&
+              candidate.spec.fixed == fixed &&
               (!budget_given || options->search.budget <= candidate.spec.budget)) {
             run = candidate;
           }
@@ -174,6 +197,34 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     // Generation 0 is stored whole before anything is evaluated, so this decides only when a run
     // starts; a resume neither needs the flag nor is changed by it.
     if (options->no_starting_points) searched.starting_points.clear();
+    // A resumed run keeps the knobs it fixed when it started.
+    const Genome& run_fixed = run ? run->spec.fixed : fixed;
+    if (setup->replay) {
+      for (const auto& [knob, value] : run_fixed) {
+        const KnobSpec* recorded = searched.FindKnob(knob);
+        if (recorded != nullptr && std::find(recorded->values.begin(), recorded->values.end(),
+                                             value) == recorded->values.end()) {
+          throw Error("--fix " + knob + "=" + std::to_string(value) + ": recording '" +
+                      options->task.replay + "' holds no configuration with it (" + knob + " is " +
+                      nlohmann::json(recorded->values).dump() + " there)");
+        }
+      }
+    }
+    searched = WithKnobsFixed(std::move(searched), run_fixed);
+    if (!run && !fixed.empty()) {
+      // A fix that leaves nothing valid would end the run at once, "exhausted", with nothing to
+      // show; it is bad input, and said so before a run is stored.
+      Random draw(0);
+      if (!SearchSpace(searched, problem, setup->arch).Sample(draw)) {
+        const std::optional<ConstraintViolation> broken =
+            SearchSpace(searched, problem, setup->arch).Violation(DefaultGenome(searched));
+        throw Error(
+            "--fix " + FixedText(fixed) + " leaves no valid configuration of " + manifest.name +
+            " at this problem" +
+            (broken ? " (the defaults with it break '" + broken->name + "': " + broken->expr + ")"
+                    : std::string()));
+      }
+    }
 
     if (run) {
       CheckResumable(*run, identity, options->force);
@@ -217,8 +268,9 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
       }
       std::cerr << "\n";
     } else {
-      const RunSpec spec =
+      RunSpec spec =
           NewRunSpec(manifest, problem, identity, options->search, app.count("--seed") > 0);
+      spec.fixed = fixed;
       run = store.FindRun(store.CreateRun(spec));
     }
     std::cerr << "evo: " << RunHeadline(*run);
@@ -305,6 +357,11 @@ std::function<int()> SetupRun(CLI::App& app, const GlobalOptions& global) {
   app.add_flag("--force", options->force,
                "continue a run measured on another GPU, evaluator or template version");
   app.add_flag("--json", options->json, "print the result as JSON");
+  app.add_option("--fix", options->fixed,
+                 "KNOB=VALUE (repeatable): search only the configurations with this value, e.g. "
+                 "LAGGED_MAX=0; stored with the run, which a resume keeps, and a run fixing other "
+                 "knobs is another run")
+      ->type_name("KNOB=VALUE");
   app.add_flag("--no-starting-points", options->no_starting_points,
                "leave the template's starting points out of the first generation (the engine "
                "alone, as the search benchmark judges it)");
@@ -339,15 +396,9 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
     const KernelTemplate& kernel_template = library.Find(options->template_name);
     const Problem problem = TaskProblem(kernel_template.manifest, *options);
     // A fixed knob's domain shrinks to its value, so the enumeration below covers the subspace.
-    Manifest swept = kernel_template.manifest;
     Genome fixed_values;
-    ApplyKnobSettings(swept, *fixed, "--fix", fixed_values);
-    for (KnobSpec& knob : swept.knobs) {
-      const auto value = fixed_values.find(knob.name);
-      if (value == fixed_values.end()) continue;
-      knob.values = {value->second};
-      knob.default_value = value->second;
-    }
+    ApplyKnobSettings(kernel_template.manifest, *fixed, "--fix", fixed_values);
+    const Manifest swept = WithKnobsFixed(kernel_template.manifest, fixed_values);
     if (!count_arch->empty()) {
       const ArchInfo& arch = ArchByName(*count_arch);
       // Nothing of the space compiles for an arch the template does not take.

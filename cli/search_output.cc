@@ -77,6 +77,7 @@ Json RunToJson(const RunRecord& run) {
           {"elite_size", s.elite_size},
           {"generation_size", s.generation_size},
           {"patience", s.patience},
+          {"fixed", s.fixed},
           {"evaluated", run.finished_candidates},
           {"pending", run.pending_candidates},
           {"created_at", run.created_at},
@@ -144,10 +145,24 @@ std::string MeasuredOnText(const std::vector<CandidateRecord>& candidates) {
   return text;
 }
 
+namespace {
+
+// " with A=1, B=2 fixed" for a run that holds knobs fixed; empty for one that searches all.
+std::string FixedSuffix(const RunSpec& spec) {
+  if (spec.fixed.empty()) return "";
+  std::string text;
+  for (const auto& [knob, value] : spec.fixed) {
+    text += fmt::format("{}{}={}", text.empty() ? "" : ", ", knob, value);
+  }
+  return " with " + text + " fixed";
+}
+
+}  // namespace
+
 std::string RunHeadline(const RunRecord& run) {
   const RunSpec& s = run.spec;
-  return fmt::format("run {}: {} {} on {} ({}{}), seed {}, budget {}, elite {}", run.id,
-                     s.template_name, Problem_(s.problem), s.device, s.arch,
+  return fmt::format("run {}: {} {}{} on {} ({}{}), seed {}, budget {}, elite {}", run.id,
+                     s.template_name, Problem_(s.problem), FixedSuffix(s), s.device, s.arch,
                      s.evaluator == "gpu" ? "" : ", " + s.evaluator, s.seed, s.budget,
                      s.elite_size);
 }
@@ -157,11 +172,11 @@ std::string RunsToText(const std::vector<RunRecord>& runs) {
   std::string text = fmt::format("{:>4}  {:<8}  {:<22}  {:>9}  {:<24}  {}\n", "run", "state",
                                  "stopped", "evaluated", "updated", "task");
   for (const RunRecord& run : runs) {
-    text +=
-        fmt::format("{:>4}  {:<8}  {:<22}  {:>9}  {:<24}  {} {} on {}\n", run.id,
-                    ToString(run.state), run.stop_reason.empty() ? "-" : run.stop_reason,
-                    fmt::format("{}/{}", run.finished_candidates, run.spec.budget), run.updated_at,
-                    run.spec.template_name, Problem_(run.spec.problem), run.spec.device);
+    text += fmt::format("{:>4}  {:<8}  {:<22}  {:>9}  {:<24}  {} {}{} on {}\n", run.id,
+                        ToString(run.state), run.stop_reason.empty() ? "-" : run.stop_reason,
+                        fmt::format("{}/{}", run.finished_candidates, run.spec.budget),
+                        run.updated_at, run.spec.template_name, Problem_(run.spec.problem),
+                        FixedSuffix(run.spec), run.spec.device);
   }
   return text;
 }

@@ -61,8 +61,9 @@ TaskRun FindTaskRun(PopulationStore& store, const TuneTask& task, int64_t budget
                     std::optional<int> patience = std::nullopt) {
   TaskRun found;
   for (const RunRecord& run : store.Runs()) {
+    // A run of `evo run --fix` searched part of the space: not the task's whole search.
     if (run.spec.template_name == task.kernel_template->manifest.name &&
-        run.spec.problem == task.problem) {
+        run.spec.problem == task.problem && run.spec.fixed.empty()) {
       found.run = run;  // the latest of this task
     }
   }

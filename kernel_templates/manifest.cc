@@ -879,4 +879,33 @@ std::vector<KnobSettings> ParseStartingPoints(std::string_view json_text, std::s
   return ReadStartingPoints(reader, root, manifest);
 }
 
+Manifest WithKnobsFixed(Manifest manifest, const KnobSettings& fixed) {
+  for (const auto& [name, value] : fixed) {
+    KnobSpec* knob = nullptr;
+    for (KnobSpec& k : manifest.knobs) {
+      if (k.name == name) knob = &k;
+    }
+    if (knob == nullptr) {
+      throw Error("template " + manifest.name + " has no knob '" + name + "' to fix");
+    }
+    if (std::find(knob->values.begin(), knob->values.end(), value) == knob->values.end()) {
+      throw Error("knob " + name + " of template " + manifest.name + " cannot be fixed at " +
+                  std::to_string(value) + ": it is not among its values");
+    }
+    knob->values = {value};
+    knob->default_value = value;
+  }
+  std::vector<KnobSettings> points;
+  for (KnobSettings point : manifest.starting_points) {
+    for (const auto& [name, value] : fixed) {
+      if (point.count(name) > 0) point[name] = value;
+    }
+    if (std::find(points.begin(), points.end(), point) == points.end()) {
+      points.push_back(std::move(point));
+    }
+  }
+  manifest.starting_points = std::move(points);
+  return manifest;
+}
+
 }  // namespace evo

@@ -244,4 +244,11 @@ Manifest ParseManifest(std::string_view json_text, std::string_view origin,
 std::vector<KnobSettings> ParseStartingPoints(std::string_view json_text, std::string_view origin,
                                               const Manifest& manifest);
 
+// `manifest` with each knob of `fixed` held at its value: its domain that value alone, its
+// default that value, and the starting points taking it (a point that named another value keeps
+// its other knobs; duplicates go). What `evo sweep --fix` and `evo run --fix` search. Every knob
+// must exist and every value be in its domain, as ApplyKnobSettings checks on the command line;
+// a knob or value that does not throws evo::Error.
+Manifest WithKnobsFixed(Manifest manifest, const KnobSettings& fixed);
+
 }  // namespace evo

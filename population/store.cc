@@ -267,9 +267,15 @@ CREATE TABLE retiming_timings (
 PRAGMA user_version = 4;
 )sql";
 
+// The knobs a run holds fixed (RunSpec::fixed), as a JSON object; every older run searched all.
+constexpr std::string_view kMigrateVersion4To5 = R"sql(
+ALTER TABLE runs ADD COLUMN fixed_knobs TEXT NOT NULL DEFAULT '{}';
+PRAGMA user_version = 5;
+)sql";
+
 static_assert(PopulationStore::kApplicationId == 1702260513,
               "the schema texts spell the application id in decimal");
-static_assert(PopulationStore::kSchemaVersion == 4, "a new schema needs its text and migration");
+static_assert(PopulationStore::kSchemaVersion == 5, "a new schema needs its text and migration");
 static_assert(kMigratedGenerationSize == 16 && kMigratedPatience == 0,
               "the migration's column defaults spell these out");
 
@@ -456,8 +462,8 @@ std::string RunSelect(int schema_version) {
          ", state, stop_reason, created_at, updated_at, "
          "(SELECT count(*) FROM candidates c WHERE c.run_id = runs.id AND c.state = 'finished' "
          "AND c.status <> 'invalid'), "
-         "(SELECT count(*) FROM candidates c WHERE c.run_id = runs.id AND c.state = 'pending') "
-         "FROM runs ";
+         "(SELECT count(*) FROM candidates c WHERE c.run_id = runs.id AND c.state = 'pending'), " +
+         std::string(schema_version >= 5 ? "fixed_knobs" : "'{}'") + " FROM runs ";
 }
 
 RunRecord ReadRun(const sqlite::Statement& row, const fs::path& path) {
@@ -500,6 +506,12 @@ RunRecord ReadRun(const sqlite::Statement& row, const fs::path& path) {
   run.updated_at = row.ColumnText(18);
   run.finished_candidates = row.ColumnInt(19);
   run.pending_candidates = row.ColumnInt(20);
+  try {
+    spec.fixed = nlohmann::json::parse(row.ColumnText(21)).get<Genome>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("database " + Quoted(path) + ": run " + std::to_string(run.id) +
+                " has malformed fixed knobs: " + e.what());
+  }
   return run;
 }
 
@@ -592,6 +604,7 @@ void CreateSchema(sqlite::Database& db) {
   }
   db.Execute(kSchemaVersion3);
   db.Execute(kMigrateVersion3To4);
+  db.Execute(kMigrateVersion4To5);
   transaction.Commit();
 }
 
@@ -614,6 +627,7 @@ std::optional<RunState> RunStateFromString(std::string_view name) {
 std::string_view SchemaVersion1Sql() { return kSchemaVersion1; }
 std::string_view SchemaVersion2Sql() { return kSchemaVersion2; }
 std::string_view SchemaVersion3Sql() { return kSchemaVersion3; }
+std::string_view MigrateVersion3To4Sql() { return kMigrateVersion3To4; }
 
 std::vector<CandidateRecord> SelectElite(const std::vector<CandidateRecord>& candidates,
                                          int elite_size) {
@@ -660,13 +674,14 @@ void PopulationStore::Migrate() {
   // Another evo may have migrated it since the check; the transaction now holds the file.
   const int64_t version = QueryInt(db_, "PRAGMA user_version");
   if (version == kSchemaVersion) return;
-  if (version < 1 || version > 3) {
+  if (version < 1 || version > 4) {
     throw Error("database " + Quoted(path()) + " has schema " + std::to_string(version) +
                 ", which this evo cannot migrate");
   }
   if (version == 1) db_.Execute(kMigrateVersion1To2);
   if (version <= 2) db_.Execute(kMigrateVersion2To3);
-  db_.Execute(kMigrateVersion3To4);
+  if (version <= 3) db_.Execute(kMigrateVersion3To4);
+  db_.Execute(kMigrateVersion4To5);
   schema_version_ = kSchemaVersion;
   if (version == 1) {
     // Version 1 had no confirmation, so its elites do not follow today's rule; the elite is what
@@ -683,8 +698,8 @@ int64_t PopulationStore::CreateRun(const RunSpec& spec) {
   auto insert = db_.Prepare(
       "INSERT INTO runs (template_name, template_hash, problem, arch, device, evaluator, "
       "driver_version, nvrtc_version, evo_version, seed, budget, elite_size, generation_size, "
-      "patience, state, stop_reason, created_at, updated_at) "
-      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?)");
+      "patience, state, stop_reason, created_at, updated_at, fixed_knobs) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', ?, ?, ?)");
   insert.Bind(1, spec.template_name)
       .Bind(2, spec.template_hash)
       .Bind(3, nlohmann::json(spec.problem).dump())
@@ -703,6 +718,7 @@ int64_t PopulationStore::CreateRun(const RunSpec& spec) {
       .Bind(15, ToString(RunState::kRunning))
       .Bind(16, now)
       .Bind(17, now)
+      .Bind(18, nlohmann::json(spec.fixed).dump())
       .Step();
   return db_.LastInsertRowId();
 }

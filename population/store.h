@@ -30,6 +30,9 @@ struct RunSpec {
   int elite_size = 3;  // K of the Top-K elite
   int generation_size = 16;
   int patience = 0;  // generations without improvement before the run stops; 0: no limit
+  // Knobs held at one value for the whole run (`evo run --fix`), part of the task it searches:
+  // a run continues only a run that fixed the same. Empty: every knob searched.
+  Genome fixed;
 };
 
 enum class RunState {
@@ -68,7 +71,7 @@ sqlite::Database::Mode ReadOnlyMode(const std::filesystem::path& path);
 
 class PopulationStore {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   static constexpr int32_t kApplicationId = 0x65766f21;  // "evo!"
 
   enum class Access { kReadWrite, kReadOnly };
@@ -143,10 +146,11 @@ class PopulationStore {
 std::vector<CandidateRecord> SelectElite(const std::vector<CandidateRecord>& candidates,
                                          int elite_size);
 
-// The SQL that created schema versions 1, 2 and 3, kept so that the migrations from them stay
-// tested.
+// The SQL that created schema versions 1, 2 and 3, and that made 3 into 4, kept so that the
+// migrations from them stay tested.
 std::string_view SchemaVersion1Sql();
 std::string_view SchemaVersion2Sql();
 std::string_view SchemaVersion3Sql();
+std::string_view MigrateVersion3To4Sql();
 
 }  // namespace evo

@@ -135,7 +135,8 @@ TEST_CASE("evo doctor --db shows schema, integrity and unfinished runs, and chan
   const auto result = RunEvo({"doctor", "--db", db.string()}, dir.path());
   INFO(result.out << result.err);
   CHECK(result.exit_code != 2);
-  CHECK(result.out.find("evo schema 4 (current)") != std::string::npos);
+  CHECK(result.out.find("evo schema " + std::to_string(PopulationStore::kSchemaVersion) +
+                        " (current)") != std::string::npos);
   CHECK(result.out.find("wal journal") != std::string::npos);
   CHECK(result.out.find("integrity_check ok, foreign_key_check ok") != std::string::npos);
   CHECK(result.out.find("2 runs, 1 finished, 1 unfinished") != std::string::npos);
@@ -187,7 +188,8 @@ TEST_CASE("evo doctor --db refuses what is not an evo database and leaves it as 
       {"notes.txt", "is not a SQLite file, so not an evo database"},
       {"empty.db", "is empty, not an evo database"},
       {"other.db", "is a SQLite database of another application (application id 0x0000002a"},
-      {"newer.db", "was written by a newer evo (schema 5"},
+      {"newer.db",
+       "was written by a newer evo (schema " + std::to_string(PopulationStore::kSchemaVersion + 1)},
   };
   for (const Case& c : cases) {
     const auto path = folder / c.name;

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -556,6 +557,54 @@ TEST_CASE("every attention template checks with outlier keys; other inputs stay 
     }
     CHECK(keys >= 1);
   }
+}
+
+TEST_CASE("knobs fixed: one value each, the default that value, the starting points taking it",
+          "[manifest]") {
+  const TemplateLibrary library = TemplateLibrary::Load({});
+  const Manifest& manifest = library.Find("sdpa_hopper").manifest;
+  REQUIRE(manifest.starting_points.size() >= 2);
+  const Manifest fixed =
+      WithKnobsFixed(manifest, {{"PERSISTENT", 0}, {"LAGGED_MAX", 0}, {"BLOCK_N", 64}});
+  REQUIRE(fixed.knobs.size() == manifest.knobs.size());
+  for (size_t i = 0; i < fixed.knobs.size(); ++i) {
+    const KnobSpec& knob = fixed.knobs[i];
+    INFO(knob.name);
+    if (knob.name == "PERSISTENT" || knob.name == "LAGGED_MAX") {
+      CHECK(knob.values == std::vector<int64_t>{0});
+      CHECK(knob.default_value == 0);
+    } else if (knob.name == "BLOCK_N") {
+      CHECK(knob.values == std::vector<int64_t>{64});
+      CHECK(knob.default_value == 64);
+    } else {
+      CHECK(knob.values == manifest.knobs[i].values);
+      CHECK(knob.default_value == manifest.knobs[i].default_value);
+    }
+  }
+  // Every starting point names PERSISTENT=1: each now names 0, keeps its other knobs, and the
+  // ones that differed only there become one.
+  std::set<KnobSettings> expected;
+  for (KnobSettings point : manifest.starting_points) {
+    if (point.count("PERSISTENT") > 0) point["PERSISTENT"] = 0;
+    if (point.count("BLOCK_N") > 0) point["BLOCK_N"] = 64;
+    if (point.count("LAGGED_MAX") > 0) point["LAGGED_MAX"] = 0;
+    expected.insert(point);
+  }
+  CHECK(std::set<KnobSettings>(fixed.starting_points.begin(), fixed.starting_points.end()) ==
+        expected);
+  CHECK(fixed.starting_points.size() == expected.size());
+  for (const KnobSettings& point : fixed.starting_points) {
+    if (point.count("PERSISTENT") > 0) CHECK(point.at("PERSISTENT") == 0);
+  }
+  // Nothing else changes.
+  CHECK(fixed.constraints.size() == manifest.constraints.size());
+  CHECK(WithKnobsFixed(manifest, {}).starting_points == manifest.starting_points);
+
+  CHECK_THROWS_WITH(WithKnobsFixed(manifest, {{"NOT_A_KNOB", 1}}),
+                    "template sdpa_hopper has no knob 'NOT_A_KNOB' to fix");
+  CHECK_THROWS_WITH(WithKnobsFixed(manifest, {{"PERSISTENT", 2}}),
+                    "knob PERSISTENT of template sdpa_hopper cannot be fixed at 2: it is not "
+                    "among its values");
 }
 
 TEST_CASE("arguments may depend on compile-time problem parameters", "[manifest]") {

@@ -1,6 +1,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <functional>
@@ -382,6 +383,117 @@ void WriteLines(const std::filesystem::path& path, const std::vector<std::string
   std::string text;
   for (const std::string& line : lines) text += line + "\n";
   test::WriteFile(path, text);
+}
+
+TEST_CASE(
+    "evo run --fix searches only the fixed values; the run keeps them and is a task of "
+    "its own",
+    "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  const auto fixed_run = [&](const std::filesystem::path& at, int budget) {
+    std::vector<std::string> args = ReplayRun(at, budget, 4);
+    for (const char* arg : {"--fix", "NUM_WARPS=4", "--fix", "FAST_EXP=1"}) args.push_back(arg);
+    return args;
+  };
+  const auto all_fixed = [](const std::vector<Genome>& genomes) {
+    return std::all_of(genomes.begin(), genomes.end(), [](const Genome& g) {
+      return g.at("NUM_WARPS") == 4 && g.at("FAST_EXP") == 1;
+    });
+  };
+  const auto first = RunEvo(fixed_run(db, 30), dir.path());
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.err.find("with FAST_EXP=1, NUM_WARPS=4 fixed") != std::string::npos);
+  CHECK(first.out.find("elite of run 1: sdpa_fp16") != std::string::npos);
+  CHECK(StoredGenomes(db, 1).size() >= 30);
+  CHECK(all_fixed(StoredGenomes(db, 1)));
+  const auto shown = RunEvo({"show", "runs", "--db", db.string(), "--json"}, dir.path());
+  REQUIRE(shown.exit_code == 0);
+  CHECK(nlohmann::json::parse(shown.out)[0]["fixed"] ==
+        nlohmann::json({{"FAST_EXP", 1}, {"NUM_WARPS", 4}}));
+
+  // The same --fix continues it; a resume by id needs no --fix and keeps the run's.
+  const auto extended = RunEvo(fixed_run(db, 40), dir.path());
+  INFO(extended.err);
+  CHECK(extended.exit_code == 0);
+  CHECK(extended.err.find("resuming run 1: 30 of 40 evaluated") != std::string::npos);
+  const auto by_id = RunEvo({"run", "--replay", test::H100Recording().string(), "--db", db.string(),
+                             "--resume", "1", "--budget", "50"},
+                            dir.path());
+  INFO(by_id.err);
+  CHECK(by_id.exit_code == 0);
+  CHECK(by_id.err.find("resuming run 1: 40 of 50 evaluated") != std::string::npos);
+  const std::vector<Genome> kept = StoredGenomes(db, 1);
+  CHECK(kept.size() >= 50);
+  CHECK(all_fixed(kept));
+  // Each configuration once across the resumes.
+  CHECK(std::set<Genome>(kept.begin(), kept.end()).size() == kept.size());
+
+  // Another fix on that run is refused and changes nothing.
+  std::vector<std::string> other = {"run",  "--replay",  test::H100Recording().string(),
+                                    "--db", db.string(), "--resume",
+                                    "1",    "--fix",     "NUM_WARPS=8"};
+  const auto refused = RunEvo(other, dir.path());
+  CHECK(refused.exit_code == 2);
+  CHECK(refused.err.find("run 1 searches with FAST_EXP=1, NUM_WARPS=4 fixed; drop --fix to "
+                         "resume it, or pass --new for a run with NUM_WARPS=8 fixed") !=
+        std::string::npos);
+  CHECK(StoredGenomes(db, 1) == kept);
+
+  // Without --fix the task is the whole space: a run of its own, which reaches other values.
+  const auto whole = RunEvo(ReplayRun(db, 30, 4), dir.path());
+  INFO(whole.err);
+  CHECK(whole.exit_code == 0);
+  CHECK(whole.err.find("run 2 stopped: budget reached") != std::string::npos);
+  CHECK(!all_fixed(StoredGenomes(db, 2)));
+  CHECK(StoredRuns(db) == 2);
+  // And --fix finds its own run again, not the whole-space one.
+  const auto again = RunEvo(fixed_run(db, 50), dir.path());
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("run 1 of this task is finished") != std::string::npos);
+  CHECK(StoredRuns(db) == 2);
+}
+
+TEST_CASE("evo run: a bad --fix gets a clear error and stores no run", "[cli][run]") {
+  test::TempDir dir;
+  // A recording without NUM_WARPS=8.
+  std::vector<std::string> lines = RecordingLines(test::H100Recording());
+  const auto recording = dir.path() / "no8.jsonl";
+  std::vector<std::string> kept = {lines.front()};
+  for (size_t i = 1; i < lines.size(); ++i) {
+    if (nlohmann::json::parse(lines[i])["genome"]["NUM_WARPS"] != 8) kept.push_back(lines[i]);
+  }
+  WriteLines(recording, kept);
+  const struct {
+    std::vector<std::string> fix;
+    std::string message;
+  } cases[] = {
+      {{"NOT_A_KNOB=1"}, "template sdpa_fp16 has no knob 'NOT_A_KNOB'"},
+      {{"NUM_WARPS=3"}, "knob NUM_WARPS of template sdpa_fp16 cannot be 3 (allowed: 1, 2, 4, 8)"},
+      {{"NUM_WARPS"}, "malformed setting 'NUM_WARPS': expected KNOB=VALUE"},
+      {{"NUM_WARPS=4", "NUM_WARPS=2"},
+       "--fix NUM_WARPS=2 contradicts an earlier --fix NUM_WARPS=4; give each knob once"},
+      {{"NUM_WARPS=8"},
+       "--fix NUM_WARPS=8: recording '" + recording.string() +
+           "' holds no configuration with it (NUM_WARPS is [1,2,4] there)"},
+      {{"BLOCK_M=16", "NUM_WARPS=4"},
+       "--fix BLOCK_M=16, NUM_WARPS=4 leaves no valid configuration of sdpa_fp16 at this "
+       "problem (the defaults with it break '"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.message);
+    const auto db = dir.path() / "evo.db";
+    std::vector<std::string> args = ReplayRun(db, 10, 1, recording);
+    for (const std::string& fix : c.fix) {
+      args.push_back("--fix");
+      args.push_back(fix);
+    }
+    const auto result = RunEvo(args, dir.path());
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find(c.message) != std::string::npos);
+    CHECK(StoredRuns(db) == 0);
+  }
 }
 
 TEST_CASE(

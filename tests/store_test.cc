@@ -33,6 +33,7 @@ RunSpec MakeSpec() {
   spec.elite_size = 3;
   spec.generation_size = 12;
   spec.patience = 4;
+  spec.fixed = {{"PERSISTENT", 0}, {"STAGES", 3}};
   return spec;
 }
 
@@ -206,6 +207,7 @@ TEST_CASE("store: a run and its candidates round-trip with every figure", "[stor
   CHECK(run->spec.elite_size == spec.elite_size);
   CHECK(run->spec.generation_size == spec.generation_size);
   CHECK(run->spec.patience == spec.patience);
+  CHECK(run->spec.fixed == spec.fixed);
   CHECK(run->state == RunState::kRunning);
   CHECK(run->stop_reason.empty());
   CHECK(IsTimestamp(run->created_at));
@@ -835,7 +837,7 @@ Retiming MakeRetiming(int64_t run_id, const std::vector<int64_t>& ids,
   return retiming;
 }
 
-TEST_CASE("store: a schema 3 file is read as it is and migrated to 4 with every value kept",
+TEST_CASE("store: a schema 3 file is read as it is and migrated with every value kept",
           "[store][retime]") {
   test::TempDir dir;
   const fs::path path = dir.path() / "v3.db";
@@ -862,7 +864,7 @@ TEST_CASE("store: a schema 3 file is read as it is and migrated to 4 with every 
     CHECK(Ids(store.Elite(1)) == std::vector<int64_t>{1, 2});
     CHECK(store.Retimings(1).empty());
   }
-  CHECK(PragmaInt(path, "user_version") == 4);
+  CHECK(PragmaInt(path, "user_version") == PopulationStore::kSchemaVersion);
   for (const char* table : {"runs", "candidates", "elite"}) {
     INFO("table " << table);
     CHECK(TableRows(path, table, original) == TableRows(original, table, original));
@@ -884,6 +886,71 @@ TEST_CASE("store: a schema 3 file is read as it is and migrated to 4 with every 
   CHECK(store.Elite(1).front().side_by_side->retiming_id == id);
   PopulationStore reader(path, Access::kReadOnly);
   CHECK(Ids(reader.Elite(1)) == std::vector<int64_t>{2, 1});
+}
+
+TEST_CASE("store: a schema 4 file is read as it is and migrated; its runs fixed no knob",
+          "[store]") {
+  test::TempDir dir;
+  const fs::path path = dir.path() / "v4.db";
+  WriteVersion3File(path);
+  {
+    sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
+    db.Execute(MigrateVersion3To4Sql());
+  }
+  REQUIRE(PragmaInt(path, "user_version") == 4);
+  const fs::path original = dir.path() / "v4-original.db";
+  fs::copy_file(path, original);
+  const std::string v4_bytes = ReadFile(path);
+
+  {
+    PopulationStore reader(path, Access::kReadOnly);
+    CHECK(reader.opened_schema_version() == 4);
+    CHECK(reader.FindRun(1)->spec.fixed.empty());
+    CHECK(reader.FindRun(1)->spec.generation_size == 8);
+  }
+  CHECK(ReadFile(path) == v4_bytes);
+
+  {
+    PopulationStore store(path, Access::kReadWrite);
+    CHECK(store.opened_schema_version() == 4);
+    CHECK(store.FindRun(1)->spec.fixed.empty());
+    CHECK(Ids(store.Elite(1)) == std::vector<int64_t>{1, 2});
+  }
+  CHECK(PragmaInt(path, "user_version") == PopulationStore::kSchemaVersion);
+  for (const char* table : {"runs", "candidates", "elite", "retimings"}) {
+    INFO("table " << table);
+    CHECK(TableRows(path, table, original) == TableRows(original, table, original));
+  }
+  const fs::path fresh = dir.path() / "fresh.db";
+  { PopulationStore created(fresh, Access::kReadWrite); }
+  for (const char* table : {"runs", "candidates", "elite", "retimings", "retiming_timings"}) {
+    INFO("table " << table);
+    CHECK(TableInfo(path, table) == TableInfo(fresh, table));
+  }
+
+  // A run stored after the migration keeps its fixed knobs beside the old run's none.
+  PopulationStore store(path, Access::kReadWrite);
+  const int64_t run_id = store.CreateRun(MakeSpec());
+  CHECK(store.FindRun(run_id)->spec.fixed == MakeSpec().fixed);
+  CHECK(store.FindRun(1)->spec.fixed.empty());
+  sqlite::Database raw(path, sqlite::Database::Mode::kReadOnly);
+  auto row = raw.Prepare("SELECT fixed_knobs FROM runs ORDER BY id");
+  REQUIRE(row.Step());
+  CHECK(row.ColumnText(0) == "{}");
+  REQUIRE(row.Step());
+  CHECK(row.ColumnText(0) == "{\"PERSISTENT\":0,\"STAGES\":3}");
+}
+
+TEST_CASE("store: a run whose fixed knobs are not a JSON object of integers is named", "[store]") {
+  test::TempDir dir;
+  const fs::path path = dir.path() / "evo.db";
+  { PopulationStore(path, Access::kReadWrite).CreateRun(MakeSpec()); }
+  {
+    sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
+    db.Execute("UPDATE runs SET fixed_knobs = '[1, 2]'");
+  }
+  PopulationStore store(path, Access::kReadOnly);
+  CHECK_THROWS_WITH(store.FindRun(1), Catch::Contains("run 1 has malformed fixed knobs"));
 }
 
 TEST_CASE(
@@ -961,16 +1028,18 @@ TEST_CASE("store: a newer schema is refused and the file left as it was", "[stor
   }
   {
     sqlite::Database db(path, sqlite::Database::Mode::kReadWrite);
-    db.Execute("PRAGMA user_version = 5");
+    db.Execute("PRAGMA user_version = " + std::to_string(PopulationStore::kSchemaVersion + 1));
   }
   const std::string bytes = ReadFile(path);
-  const std::string expected = "database '" + path.string() +
-                               "' was written by a newer evo (schema 5; this evo reads up to 4)";
+  const std::string expected =
+      "database '" + path.string() + "' was written by a newer evo (schema " +
+      std::to_string(PopulationStore::kSchemaVersion + 1) + "; this evo reads up to " +
+      std::to_string(PopulationStore::kSchemaVersion) + ")";
   CHECK_THROWS_WITH(PopulationStore(path, Access::kReadWrite), expected);
   CHECK_THROWS_WITH(PopulationStore(path, Access::kReadOnly), expected);
   CHECK(ReadFile(path) == bytes);
   CheckNothingLogged(path);
-  CHECK(PragmaInt(path, "user_version") == 5);
+  CHECK(PragmaInt(path, "user_version") == PopulationStore::kSchemaVersion + 1);
 }
 
 TEST_CASE("store: a file that is not a SQLite database is refused and left alone", "[store]") {

@@ -126,6 +126,31 @@ TEST_CASE("evo tune searches a set of shapes into one database, each run seeded 
         std::string::npos);
 }
 
+TEST_CASE("evo tune does not take a run of evo run --fix for its task's search", "[cli][tune]") {
+  test::TempDir dir;
+  const auto fixed = RunEvo(
+      {"run", "--replay", test::H100RecordingAs(dir.path(), 512, 0).string(), "--db",
+       (dir.path() / "tune.db").string(), "--budget", "20", "--seed", "5", "--fix", "NUM_WARPS=4"},
+      dir.path());
+  INFO(fixed.err);
+  REQUIRE(fixed.exit_code == 0);
+  const auto tuned = RunEvo(TuneArgs(dir.path(), {"2,8,512,64"}, 20), dir.path());
+  INFO(tuned.err);
+  REQUIRE(tuned.exit_code == 0);
+  PopulationStore store(dir.path() / "tune.db", PopulationStore::Access::kReadOnly);
+  const std::vector<RunRecord> runs = store.Runs();
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[0].spec.problem == runs[1].spec.problem);
+  CHECK(runs[0].spec.fixed == Genome{{"NUM_WARPS", 4}});
+  CHECK(runs[1].spec.fixed.empty());
+  CHECK(runs[1].finished_candidates == 20);
+  std::set<int64_t> warps;
+  for (const CandidateRecord& c : store.Candidates(runs[1].id)) {
+    warps.insert(c.proposal.genome.at("NUM_WARPS"));
+  }
+  CHECK(warps.size() > 1);
+}
+
 TEST_CASE("evo tune continues runs stopped by their time limit", "[cli][tune]") {
   test::TempDir dir;
   std::vector<std::string> args = TuneArgs(dir.path(), {"2,8,512,64", "2,8,1024,64"}, 30);
