@@ -984,5 +984,53 @@ TEST_CASE("broken variants of sdpa_hopper's pipeline are rejected", "[gpu]") {
   }
 }
 
+// Every consumer lane arrives on q_empty (racecheck cannot follow a warp's __syncwarp and one
+// lane's arrive), so its count is the consumer threads. A copy that still counts warps lets the
+// first warp to finish release Q: the producer of a persistent CTA then loads the next tile's Q
+// over the one the other warps still read. Persistent only: elsewhere Q is loaded once per CTA.
+TEST_CASE("sdpa_hopper: a Q barrier counting warps while every lane arrives is rejected", "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  test::TempDir dir;
+  const std::string name = "sdpa_hopper_q_empty_counts_warps";
+  test::WriteTemplateVariant(dir.path() / name, "sdpa_hopper", name,
+                             "evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps * 32);",
+                             "evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps);");
+  HopperBench bench({dir.path()});
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  // About eight tiles per CTA on 132 SMs.
+  const char* configs[] = {"PERSISTENT=1", "PERSISTENT=1 NUM_CONSUMERS=1 PINGPONG=0",
+                           "PERSISTENT=1 STREAM_K=1 BLOCK_N=160 LAGGED_MAX=1",
+                           "PERSISTENT=1 KV_INTERLEAVE=1 PINGPONG=0 TMA_STORE=0"};
+  std::map<Status, int> statuses;
+  for (const char* settings : configs) {
+    for (const char* template_name : {"sdpa_hopper", name.c_str()}) {
+      const Problem problem =
+          HopperProblem(bench.manifest(template_name), 4, 16, 2000, 1000, 128, 0, 0);
+      INFO(template_name << " " << settings);
+      const std::optional<GpuVerdict> verdict =
+          bench.Evaluate(template_name, settings, problem, std::chrono::seconds(10));
+      REQUIRE(verdict.has_value());
+      INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
+      if (template_name == name) {
+        CHECK(verdict->status != Status::kMeasured);
+        ++statuses[verdict->status];
+      } else {
+        CHECK(verdict->status == Status::kMeasured);
+      }
+    }
+  }
+  std::string summary;
+  for (const auto& [status, count] : statuses) {
+    summary += " " + std::string(ToString(status)) + " x" + std::to_string(count);
+  }
+  WARN(name << ":" << summary);
+}
+
 }  // namespace
 }  // namespace evo
