@@ -206,6 +206,17 @@ void AddOnce(const Genome& one, Genome& given,
 
 }  // namespace
 
+void RequireOutlierRows(const Manifest& manifest) {
+  for (const KernelSpec& kernel : manifest.kernels) {
+    for (const KernelArgSpec& arg : kernel.args) {
+      if (arg.outlier_rows) return;
+    }
+  }
+  throw Error("--time-on-outliers: no input of template " + manifest.name +
+              " has outlier rows (its manifest's \"outlier_rows\"), so its timing inputs would "
+              "not change");
+}
+
 void ApplyKnobSettings(const Manifest& manifest, const std::vector<std::string>& settings,
                        const std::string& option, Genome& genome) {
   Genome given;

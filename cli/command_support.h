@@ -84,6 +84,17 @@ Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, b
                            const std::vector<std::string>& problem_settings);
 
 // --deadline-ms of the commands that run gates 2 and 3 (bench, run, sweep).
+// What --time-on-outliers says, for every command that takes it.
+inline constexpr const char* kTimeOnOutliersHelp =
+    "time on inputs with the manifest's outlier rows (e.g. keys with a few rows 12 times "
+    "larger, as attention sinks make), checked as one more correctness seed, instead of N(0,1) "
+    "inputs: for kernels whose speed depends on the data (sdpa_hopper's LAGGED_MAX); such "
+    "timings do not compare with plain ones, so a run resumes only with the same choice";
+
+// Throws evo::Error unless some input of `manifest`'s kernels has outlier rows: without them
+// --time-on-outliers would time the same kind of inputs under another name.
+void RequireOutlierRows(const Manifest& manifest);
+
 inline constexpr const char* kDeadlineHelp =
     "the GPU worker's time for gates 2 and 3 of one candidate (default: twice what the gates do "
     "for a candidate as fast as the reference kernel, from the reference's runs on the task, at "

@@ -206,6 +206,7 @@ struct BenchOptions {
   std::string gpus = "all";
   bool verify_only = false;
   bool flush_l2 = false;
+  bool time_on_outliers = false;
   int64_t deadline_ms = 0;  // 0: from the reference kernel's time on the task
 };
 
@@ -217,6 +218,7 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
       ->capture_default_str();
   app.add_flag("--verify-only", options->verify_only, "run the correctness gate only");
   app.add_flag("--flush-l2", options->flush_l2, "flush the L2 cache before every timed launch");
+  app.add_flag("--time-on-outliers", options->time_on_outliers, kTimeOnOutliersHelp);
   app.add_option("--deadline-ms", options->deadline_ms, kDeadlineHelp)->transform(PositiveNumber());
   return [&global, options] {
     if (!options->compile.arch.empty()) {
@@ -231,6 +233,7 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
       ApplyKnobSettings(kernel_template.manifest, options->compile.settings, "--set", genome);
       CommandLineProblem(kernel_template.manifest, options->compile.shape, options->compile.causal,
                          options->compile.problem_settings);
+      if (options->time_on_outliers) RequireOutlierRows(kernel_template.manifest);
     }
     const std::vector<DeviceInfo> devices = QueryDevices();  // says plainly when there is none
     const std::vector<int> gpus = SelectGpus(options->gpus, static_cast<int>(devices.size()));
@@ -253,6 +256,7 @@ std::function<int()> SetupBench(CLI::App& app, const GlobalOptions& global) {
     if (outcome.status == Status::kCompiled) {
       TimingOptions timing;
       timing.flush_l2 = options->flush_l2;
+      timing.outlier_inputs = options->time_on_outliers;
       for (int gpu : gpus) {
         GpuWorkerOptions worker;
         worker.device = gpu;

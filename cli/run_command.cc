@@ -75,6 +75,10 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     const TemplateLibrary library = LoadLibrary(global);
     // Without a GPU, or with a bad --gpus, say so before a database is created or touched.
     CheckGpus(options->task, !options->task.replay.empty());
+    // A new run's template is known here; a resumed one's is checked when its evaluator is made.
+    if (options->task.time_on_outliers && options->resume == 0) {
+      RequireOutlierRows(library.Find(options->task.template_name).manifest);
+    }
     if (!options->task.replay_clock.empty()) {
       // The clock log is written from its start: never over the database or the recording.
       RefuseToOverwrite(options->task.replay_clock, "--replay-clock", options->db,

@@ -35,6 +35,7 @@ void AddEvaluatorOptions(CLI::App& app, EvaluatorOptions& options, bool with_rep
       ->transform(PositiveNumber());
   app.add_flag("--allow-spills", options.allow_spills, "let register spills pass gate 1");
   app.add_flag("--flush-l2", options.flush_l2, "flush the L2 cache before every timed launch");
+  app.add_flag("--time-on-outliers", options.time_on_outliers, kTimeOnOutliersHelp);
   app.add_option("--deadline-ms", options.deadline_ms, kDeadlineHelp)->transform(PositiveNumber());
   if (with_replay) {
     app.add_option("--replay", options.replay,
@@ -147,6 +148,10 @@ void CheckGpus(const EvaluatorOptions& options, bool replay) {
   if (!replay && !options.replay_clock.empty()) {
     throw Error("--replay-clock simulates a replay: add --replay");
   }
+  if (replay && options.time_on_outliers) {
+    throw Error(
+        "--time-on-outliers times on a GPU; a replay repeats the timings its recording holds");
+  }
   if (replay) {
     ReplayGpus(options.gpus);
   } else {
@@ -186,6 +191,10 @@ std::unique_ptr<EvaluatorSetup> MakeEvaluator(const GlobalOptions& global,
   pipeline.allow_spills = options.allow_spills;
   if (options.deadline_ms > 0) pipeline.deadline = std::chrono::milliseconds(options.deadline_ms);
   pipeline.timing.flush_l2 = options.flush_l2;
+  if (options.time_on_outliers) {
+    RequireOutlierRows(kernel_template.manifest);
+    pipeline.timing.outlier_inputs = true;
+  }
   pipeline.worker.template_folders.assign(global.template_folders.begin(),
                                           global.template_folders.end());
   if (!options.no_cache) {

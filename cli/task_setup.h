@@ -28,7 +28,8 @@ struct EvaluatorOptions {
   int jobs = 0;
   bool allow_spills = false;
   bool flush_l2 = false;
-  int64_t deadline_ms = 0;  // 0: from the reference kernel's time on the task
+  bool time_on_outliers = false;  // TimingOptions::outlier_inputs
+  int64_t deadline_ms = 0;        // 0: from the reference kernel's time on the task
   std::string replay;
   int64_t replay_delay_ms = 0;
   std::string replay_clock;  // where a replay writes its simulated wall time, if anywhere

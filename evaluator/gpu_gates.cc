@@ -57,14 +57,20 @@ uint64_t InputIndex(const Manifest& manifest, const Bindings& bindings, const st
   throw Error("template " + manifest.name + " has no input " + name);
 }
 
-// The correctness gate's inputs: with the manifest's outlier rows but at the last seed, whose plain
-// N(0,1) inputs the timed calls read (timings comparable with any other benchmark's).
+// The correctness gate's inputs: with the manifest's outlier rows but at the manifest's last seed,
+// whose plain N(0,1) inputs the timed calls read (timings comparable with any other benchmark's).
+// TimingOptions::outlier_inputs adds one seed after it, with outlier rows again, which the timed
+// calls read instead.
+bool WithOutliers(const Manifest& manifest, int seed) {
+  return seed != manifest.correctness.seeds - 1;
+}
+
 void FillInputs(const DeviceKernels& kernels, const Manifest& manifest, const Bindings& bindings,
                 const KernelArguments& args, size_t problem_index, int seed, const Stream& stream) {
   for (DeviceTensor* input : args.Inputs()) {
     kernels.FillInput(*input,
                       InputSeed(problem_index, seed, InputIndex(manifest, bindings, input->name)),
-                      stream, seed + 1 < manifest.correctness.seeds);
+                      stream, WithOutliers(manifest, seed));
   }
 }
 
@@ -349,6 +355,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
     std::vector<uint64_t> task_output_sums;  // the task's outputs, when the manifest asks for
                                              // the same bits every call
     CorrectnessFigures& correctness = verdict.correctness;
+    const int seeds = manifest.correctness.seeds + (timing_options.outlier_inputs ? 1 : 0);
     // A write outside a tensor or into an input, or a counter a call did not reset, fails the
     // gate by name, whatever the output.
     auto tampering = [&](const KernelArguments& args, const std::vector<uint64_t>& input_sums) {
@@ -388,7 +395,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
         if (scratch->zero == ScratchZero::kOnce) ZeroScratch(*scratch, state.stream);
       }
       std::vector<uint64_t> input_sums;
-      for (int seed = 0; seed < manifest.correctness.seeds; ++seed) {
+      for (int seed = 0; seed < seeds; ++seed) {
         FillInputs(state.kernels, manifest, bindings, args, p, seed, state.stream);
         input_sums = state.kernels.Checksums(args.Inputs(), state.stream);
         const ReferenceOutputs& expected = reference.Outputs(args, problems[p], p, seed);
@@ -421,7 +428,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
           }
         }
         ++correctness.checks;
-        if (p + 1 == problems.size() && seed + 1 == manifest.correctness.seeds) {
+        if (p + 1 == problems.size() && seed + 1 == seeds) {
           task_reference = expected.tensors;
         }
       }
@@ -440,7 +447,7 @@ GpuVerdict GpuGates::Evaluate(const KernelTemplate& kernel_template, const Genom
         const std::string changed = ChangedOutputs(state.kernels, outputs, first, state.stream);
         if (!changed.empty()) {
           correctness.failure = changed + " on " + FormatProblem(manifest, problems[p]) +
-                                ", seed " + std::to_string(manifest.correctness.seeds - 1) +
+                                ", seed " + std::to_string(seeds - 1) +
                                 ": a second call on the same inputs wrote other bits (the "
                                 "kernel is not deterministic)";
         }

@@ -63,6 +63,10 @@ struct TimingOptions {
   double target_spread = 0.03;        // (p90 - p10) / median
   double target_repetition_us = 200;  // launches are batched up to about this long
   bool flush_l2 = false;
+  // Time on inputs with the manifest's outlier rows (`--time-on-outliers`), for kernels whose
+  // speed depends on the data (sdpa_hopper's LAGGED_MAX): the correctness gate checks one more
+  // seed after its plain last one, drawn with the outlier rows, and the timed calls read it.
+  bool outlier_inputs = false;
 };
 
 // The reference kernel's runs for one task: on the task's problem (the last check problem), and

@@ -84,7 +84,9 @@ GpuPipeline::GpuPipeline(const KernelTemplate& kernel_template, Problem problem,
   if (devices.empty()) throw Error("the GPU pipeline needs at least one GPU");
   RequireOneGpuModel(devices);
   arch_ = devices.front().arch_info();
-  identity_.evaluator = "gpu";
+  // Timings on other inputs do not compare: a run resumes only on the same (CheckResumable).
+  identity_.evaluator =
+      options_.timing.outlier_inputs ? std::string(kOutlierTimingEvaluator) : "gpu";
   identity_.device = devices.front().name;
   identity_.arch = arch_.name;
   if (options_.driver_version.empty()) {

@@ -22,6 +22,11 @@
 
 namespace evo {
 
+// The evaluator's identity when it times on inputs with outlier rows
+// (TimingOptions::outlier_inputs).
+inline constexpr std::string_view kOutlierTimingEvaluator =
+    "gpu, timed on inputs with outlier rows";
+
 struct GpuPipelineOptions {
   int compile_jobs = 0;  // concurrent NVRTC compiles; 0: DefaultCompileJobs()
   bool allow_spills = false;

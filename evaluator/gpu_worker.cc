@@ -27,6 +27,7 @@ TimingOptions TimingFromJson(const nlohmann::json& json) {
   timing.target_spread = json.at("target_spread").get<double>();
   timing.target_repetition_us = json.at("target_repetition_us").get<double>();
   timing.flush_l2 = json.at("flush_l2").get<bool>();
+  timing.outlier_inputs = json.at("outlier_inputs").get<bool>();
   return timing;
 }
 
@@ -201,7 +202,8 @@ nlohmann::json MakeEvaluatePayload(const KernelTemplate& kernel_template, const 
             {"max_total_ms", timing.max_total_ms},
             {"target_spread", timing.target_spread},
             {"target_repetition_us", timing.target_repetition_us},
-            {"flush_l2", timing.flush_l2}}}};
+            {"flush_l2", timing.flush_l2},
+            {"outlier_inputs", timing.outlier_inputs}}}};
 }
 
 nlohmann::json MakeReferencePayload(const KernelTemplate& kernel_template, const Problem& problem) {
@@ -218,8 +220,10 @@ std::chrono::milliseconds GateDeadline(const ReferenceTiming& reference,
   // Twice the launches a candidate as fast as the reference makes (its checks, and as many
   // reference runs again after a replaced worker lost the cache; its slowest timing is
   // min_repetitions launches), plus the timing budget, which the gate stops at by itself.
-  const double launches_ms =
-      2 * reference.all_ms + timing.min_repetitions * reference.task_ms + kOverheadMs;
+  // Timing on outlier inputs checks one more seed of each check problem: with two seeds or more
+  // (outlier rows need them), its candidate and reference runs take at most all_ms more.
+  const double launches_ms = (timing.outlier_inputs ? 3 : 2) * reference.all_ms +
+                             timing.min_repetitions * reference.task_ms + kOverheadMs;
   const double deadline_ms = timing.warmup_ms + timing.max_total_ms + 2 * launches_ms;
   return std::max(std::chrono::milliseconds(static_cast<int64_t>(std::ceil(deadline_ms))),
                   kMinimumGateDeadline);

@@ -377,6 +377,11 @@ TEST_CASE("evo bench checks its command line before it looks for a GPU", "[cli]"
   const auto arch = RunEvo({"bench", "--arch", "sm_90"}, dir.path());
   CHECK(arch.exit_code == 2);
   CHECK(arch.err.find("drop --arch") != std::string::npos);
+  // Timing on outlier inputs needs a template whose inputs have outlier rows.
+  const auto plain = RunEvo({"bench", "-t", "rmsnorm", "--time-on-outliers"}, dir.path());
+  CHECK(plain.exit_code == 2);
+  CHECK(plain.err.find("--time-on-outliers: no input of template rmsnorm has outlier rows") !=
+        std::string::npos);
 }
 
 }  // namespace

@@ -91,6 +91,10 @@ TEST_CASE("the default deadline follows the reference's time and the gates' work
   TimingOptions longer = timing;
   longer.max_total_ms = 10000;
   CHECK(GateDeadline(quick, longer) - floor == std::chrono::milliseconds(8000));
+  // Timing on outlier inputs checks one more seed of each check problem.
+  TimingOptions outliers = timing;
+  outliers.outlier_inputs = true;
+  CHECK(GateDeadline(slow, outliers) - long_task == std::chrono::milliseconds(2 * 2000));
 }
 
 }  // namespace

@@ -455,6 +455,19 @@ TEST_CASE(
   CHECK(StoredRuns(db) == 2);
 }
 
+TEST_CASE("evo run --time-on-outliers is refused with a replay, before a database is made",
+          "[cli][run]") {
+  test::TempDir dir;
+  const auto db = dir.path() / "evo.db";
+  std::vector<std::string> args = ReplayRun(db, 10, 1);
+  args.push_back("--time-on-outliers");
+  const auto result = RunEvo(args, dir.path());
+  CHECK(result.exit_code == 2);
+  CHECK(result.err.find("--time-on-outliers times on a GPU; a replay repeats the timings its "
+                        "recording holds") != std::string::npos);
+  CHECK(!std::filesystem::exists(db));
+}
+
 TEST_CASE("evo run: a bad --fix gets a clear error and stores no run", "[cli][run]") {
   test::TempDir dir;
   // A recording without NUM_WARPS=8.

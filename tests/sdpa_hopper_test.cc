@@ -465,17 +465,20 @@ class HopperBench {
 
   // The status of `settings` of template `name` on the problem, or nullopt when the compile gate
   // refused the configuration.
+  // With `timing`, the performance gate too; else the correctness gate only.
   std::optional<GpuVerdict> Evaluate(const std::string& name, const std::string& settings,
-                                     const Problem& problem, std::chrono::milliseconds deadline) {
+                                     const Problem& problem, std::chrono::milliseconds deadline,
+                                     const std::optional<TimingOptions>& timing = std::nullopt) {
     const KernelTemplate& kernel_template = library_.Find(name);
     const Genome genome = test::GenomeFromSettings(kernel_template.manifest, settings);
     const CompileOutcome compiled =
         RunCompileGate(kernel_template, genome, problem, arch_, compiler_, {});
     if (compiled.status != Status::kCompiled) return std::nullopt;
     return VerdictFromWorker(
-        supervisor_.Evaluate(MakeEvaluatePayload(kernel_template, genome, problem,
-                                                 compiled.compiled.cubin, true, {}),
-                             deadline),
+        supervisor_.Evaluate(
+            MakeEvaluatePayload(kernel_template, genome, problem, compiled.compiled.cubin,
+                                !timing.has_value(), timing.value_or(TimingOptions{})),
+            deadline),
         deadline);
   }
 
@@ -1030,6 +1033,68 @@ TEST_CASE("sdpa_hopper: a Q barrier counting warps while every lane arrives is r
     summary += " " + std::string(ToString(status)) + " x" + std::to_string(count);
   }
   WARN(name << ":" << summary);
+}
+
+// --time-on-outliers: one more correctness seed, drawn with the outlier rows, whose inputs the
+// timed calls read and whose reference the performance gate's recheck compares with. A wrong
+// pairing of the two (timing plain inputs against the outlier seed's reference) fails the recheck.
+TEST_CASE("sdpa_hopper timed on outlier inputs checks one more seed and rechecks it", "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  HopperBench bench({});
+  if (!bench.on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return;
+  }
+  const Problem problem = HopperProblem(bench.manifest("sdpa_hopper"), 2, 8, 1500, 1500, 128, 0, 1);
+  for (const char* settings : {"LAGGED_MAX=1 BLOCK_N=160", "LAGGED_MAX=0", "PERSISTENT=1"}) {
+    int checks[2] = {0, 0};
+    for (const bool outliers : {false, true}) {
+      TimingOptions timing;
+      timing.outlier_inputs = outliers;
+      const std::optional<GpuVerdict> verdict =
+          bench.Evaluate("sdpa_hopper", settings, problem, std::chrono::seconds(60), timing);
+      INFO(settings << (outliers ? " on outlier inputs" : " on plain inputs"));
+      REQUIRE(verdict.has_value());
+      INFO(ToString(verdict->status) << ": " << verdict->correctness.failure << verdict->error);
+      REQUIRE(verdict->status == Status::kMeasured);
+      REQUIRE(verdict->timing.has_value());
+      CHECK(verdict->timing->recheck_passed);
+      CHECK(verdict->timing->median_us > 0);
+      checks[outliers] = verdict->correctness.checks;
+      WARN(settings << (outliers ? " outlier inputs: " : " plain inputs: ")
+                    << verdict->timing->median_us << " us, " << verdict->correctness.checks
+                    << " checks");
+    }
+    // One more seed per check problem.
+    CHECK(checks[1] > checks[0]);
+    CHECK((checks[1] - checks[0]) * bench.manifest("sdpa_hopper").correctness.seeds == checks[0]);
+  }
+
+  // A run timed on outlier inputs names it, and is not resumed with plain timings.
+  test::TempDir dir;
+  const std::string db = (dir.path() / "evo.db").string();
+  const std::vector<std::string> run = {"run",  "-t", "sdpa_hopper", "--shape", "1,4,512,64",
+                                        "--db", db,   "--seed",      "3",       "--no-retime"};
+  std::vector<std::string> outlier_run = run;
+  for (const char* arg : {"--budget", "3", "--time-on-outliers"}) outlier_run.push_back(arg);
+  const auto first = test::RunEvo(outlier_run, dir.path());
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.err.find("gpu, timed on inputs with outlier rows") != std::string::npos);
+  std::vector<std::string> plain_run = run;
+  for (const char* arg : {"--budget", "6"}) plain_run.push_back(arg);
+  const auto plain = test::RunEvo(plain_run, dir.path());
+  CHECK(plain.exit_code == 2);
+  CHECK(plain.err.find("was evaluated by gpu, timed on inputs with outlier rows, this is gpu;") !=
+        std::string::npos);
+  outlier_run[outlier_run.size() - 2] = "6";
+  const auto resumed = test::RunEvo(outlier_run, dir.path());
+  INFO(resumed.err);
+  CHECK(resumed.exit_code == 0);
+  CHECK(resumed.err.find("resuming run 1: 3 of 6 evaluated") != std::string::npos);
 }
 
 }  // namespace
