@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -498,6 +499,22 @@ class HopperBench {
   WorkerSupervisor supervisor_;
 };
 
+// A HopperBench on this machine's GPU, or null (the reason said) where there is no GPU driver or
+// the GPU is not an sm_90 one.
+std::unique_ptr<HopperBench> HopperBenchHere(
+    const std::vector<std::filesystem::path>& variants = {}) {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return nullptr;
+  }
+  auto bench = std::make_unique<HopperBench>(variants);
+  if (!bench->on_hopper()) {
+    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
+    return nullptr;
+  }
+  return bench;
+}
+
 // Runs each case through the gates, where each must be measured; returns how many were.
 int MeasureCases(HopperBench& bench, std::span<const SplitCase> cases,
                  std::chrono::seconds deadline, const std::string& name = "sdpa_hopper") {
@@ -522,29 +539,17 @@ int MeasureCases(HopperBench& bench, std::span<const SplitCase> cases,
 void ExpectCasesMeasured(std::span<const SplitCase> cases, std::chrono::seconds deadline,
                          const char* what, const std::vector<std::filesystem::path>& folders = {},
                          const std::string& name = "sdpa_hopper") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench(folders);
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
+  const std::unique_ptr<HopperBench> here = HopperBenchHere(folders);
+  if (!here) return;
+  HopperBench& bench = *here;
   const int measured = MeasureCases(bench, cases, deadline, name);
   WARN(what << ": " << measured << " of " << cases.size() << " measured");
 }
 
 TEST_CASE("sdpa_hopper passes the gates across D, dtype, causal and odd lengths", "[gpu]") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench({});
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
+  const std::unique_ptr<HopperBench> here = HopperBenchHere();
+  if (!here) return;
+  HopperBench& bench = *here;
   const Manifest& manifest = bench.manifest("sdpa_hopper");
   const int64_t shapes[][4] = {{1, 2, 17, 33},   {2, 3, 509, 509}, {1, 4, 1000, 1000},
                                {2, 2, 300, 777}, {1, 1, 1, 4096},  {3, 2, 1500, 129}};
@@ -617,15 +622,9 @@ void ExpectIncorrect(const std::vector<std::filesystem::path>& folders,
       REQUIRE(compiled.status == Status::kCompiled);
     }
   }
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench(folders);
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
+  const std::unique_ptr<HopperBench> here = HopperBenchHere(folders);
+  if (!here) return;
+  HopperBench& bench = *here;
   for (const BrokenCase& c : cases) {
     const Problem problem = CaseProblem(bench.manifest(c.name), c.run);
     INFO(c.name << " " << c.run.settings << " on "
@@ -926,10 +925,6 @@ const HopperBreakage kHopperBreakages[] = {
 };
 
 TEST_CASE("broken variants of sdpa_hopper's pipeline are rejected", "[gpu]") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
   test::TempDir dir;
   for (const HopperBreakage& breakage : kHopperBreakages) {
     const std::string name = std::string("sdpa_hopper_") + breakage.name;
@@ -946,11 +941,9 @@ TEST_CASE("broken variants of sdpa_hopper's pipeline are rejected", "[gpu]") {
       test::WriteFile(path, manifest);
     }
   }
-  HopperBench bench({dir.path()});
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
+  const std::unique_ptr<HopperBench> here = HopperBenchHere({dir.path()});
+  if (!here) return;
+  HopperBench& bench = *here;
   // Few stages and many KV tiles, so that a missing wait is seen.
   const char* configs[] = {"STAGES=1", "STAGES=2 INTRA_OVERLAP=0", "STAGES=2 PERSISTENT=1"};
   for (const HopperBreakage& breakage : kHopperBreakages) {
@@ -992,20 +985,14 @@ TEST_CASE("broken variants of sdpa_hopper's pipeline are rejected", "[gpu]") {
 // first warp to finish release Q: the producer of a persistent CTA then loads the next tile's Q
 // over the one the other warps still read. Persistent only: elsewhere Q is loaded once per CTA.
 TEST_CASE("sdpa_hopper: a Q barrier counting warps while every lane arrives is rejected", "[gpu]") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
   test::TempDir dir;
   const std::string name = "sdpa_hopper_q_empty_counts_warps";
   test::WriteTemplateVariant(dir.path() / name, "sdpa_hopper", name,
                              "evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps * 32);",
                              "evo::mbar_init(smem.q_empty(), hopper::kConsumerWarps);");
-  HopperBench bench({dir.path()});
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
+  const std::unique_ptr<HopperBench> here = HopperBenchHere({dir.path()});
+  if (!here) return;
+  HopperBench& bench = *here;
   // About eight tiles per CTA on 132 SMs.
   const char* configs[] = {"PERSISTENT=1", "PERSISTENT=1 NUM_CONSUMERS=1 PINGPONG=0",
                            "PERSISTENT=1 STREAM_K=1 BLOCK_N=160 LAGGED_MAX=1",
@@ -1039,15 +1026,9 @@ TEST_CASE("sdpa_hopper: a Q barrier counting warps while every lane arrives is r
 // timed calls read and whose reference the performance gate's recheck compares with. A wrong
 // pairing of the two (timing plain inputs against the outlier seed's reference) fails the recheck.
 TEST_CASE("sdpa_hopper timed on outlier inputs checks one more seed and rechecks it", "[gpu]") {
-  if (!test::HaveGpuDriver()) {
-    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
-    return;
-  }
-  HopperBench bench({});
-  if (!bench.on_hopper()) {
-    WARN("skipped: sdpa_hopper needs an sm_90 GPU");
-    return;
-  }
+  const std::unique_ptr<HopperBench> here = HopperBenchHere();
+  if (!here) return;
+  HopperBench& bench = *here;
   const Problem problem = HopperProblem(bench.manifest("sdpa_hopper"), 2, 8, 1500, 1500, 128, 0, 1);
   for (const char* settings : {"LAGGED_MAX=1 BLOCK_N=160", "LAGGED_MAX=0", "PERSISTENT=1"}) {
     int checks[2] = {0, 0};
