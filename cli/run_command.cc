@@ -444,6 +444,8 @@ std::function<int()> SetupSweep(CLI::App& app, const GlobalOptions& global) {
     for (const auto& [name, value] : fixed_values) {
       header.recorded_by += " --fix " + name + "=" + std::to_string(value);
     }
+    // Its timings are of other inputs than a plain sweep's: the header's command says so.
+    if (options->time_on_outliers) header.recorded_by += " --time-on-outliers";
     header.recorded_at = NowIso8601();
     header.evo_version = EVO_VERSION;
     header.template_name = kernel_template.manifest.name;
