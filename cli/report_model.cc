@@ -5,6 +5,8 @@
 #include <ctime>
 #include <set>
 
+#include "kernel_templates/genome.h"
+
 namespace evo::cli {
 namespace {
 
@@ -73,18 +75,10 @@ std::optional<double> ParseUtcSeconds(std::string_view text) {
   return static_cast<double>(::timegm(&utc)) + fraction;
 }
 
-std::string SettingsText(const std::map<std::string, int64_t, std::less<>>& settings) {
-  std::string text;
-  for (const auto& [name, value] : settings) {
-    text += (text.empty() ? "" : " ") + name + "=" + std::to_string(value);
-  }
-  return text;
-}
-
 std::string RunTitle(const RunRecord& run) {
   return "run " + std::to_string(run.id) + ": " + run.spec.template_name + " " +
-         SettingsText(run.spec.problem) +
-         (run.spec.fixed.empty() ? "" : ", fixed " + SettingsText(run.spec.fixed));
+         FormatSettings(run.spec.problem) +
+         (run.spec.fixed.empty() ? "" : ", fixed " + FormatSettings(run.spec.fixed));
 }
 
 Json RunChartData(const ReportRun& report) {

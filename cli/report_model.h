@@ -42,7 +42,4 @@ nlohmann::json RunChartData(const ReportRun& report);
 // "run 3: sdpa_fp16 B=2 CAUSAL=0 D=64 ...".
 std::string RunTitle(const RunRecord& run);
 
-// "B=2 CAUSAL=0 D=64 H=8 ...": a problem or a genome as `evo show` prints it.
-std::string SettingsText(const std::map<std::string, int64_t, std::less<>>& settings);
-
 }  // namespace evo::cli

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "cli/report_html.h"
+#include "kernel_templates/genome.h"
 #include "population/retiming.h"
 
 namespace evo::cli {
@@ -44,7 +45,7 @@ std::string RunFactsTable(const ReportRun& report) {
   const RunRecord& run = report.run;
   const RunSpec& s = run.spec;
   const std::vector<std::pair<std::string, std::string>> facts = {
-      {"task", s.template_name + " " + SettingsText(s.problem)},
+      {"task", s.template_name + " " + FormatSettings(s.problem)},
       {"template version", s.template_hash},
       {"device", s.device + " (" + s.arch + ")"},
       {"driver",
@@ -106,7 +107,7 @@ std::string EliteTable(const ReportRun& report) {
     const KernelResources* r = o.resources ? &*o.resources : nullptr;
     html += "<tr>" + NumberCell(std::to_string(++rank)) + NumberCell(std::to_string(c.id)) +
             NumberCell(std::to_string(c.generation)) + Cell(c.proposal.operator_name) +
-            "<td class=\"genome\">" + HtmlEscape(SettingsText(c.proposal.genome)) + "</td>" +
+            "<td class=\"genome\">" + HtmlEscape(FormatSettings(c.proposal.genome)) + "</td>" +
             NumberCell(first ? Spread(*first) : "-") +
             NumberCell(c.confirmation ? Spread(*c.confirmation) : "-") +
             NumberCell(score ? Microseconds(score->median_us) : "-") +
@@ -148,7 +149,7 @@ std::string ShapesTable(const std::vector<ReportRun>& runs) {
     const RunSpec& s = run.run.spec;
     const std::optional<double> best = BestScore(run);
     html += "<tr>" + NumberCell(std::to_string(run.run.id)) + Cell(s.template_name) +
-            Cell(SettingsText(s.problem)) + Cell(s.device) +
+            Cell(FormatSettings(s.problem)) + Cell(s.device) +
             Cell(std::string(ToString(run.run.state))) +
             NumberCell(fmt::format("{}/{}", run.run.finished_candidates, s.budget)) +
             NumberCell(best ? Microseconds(*best) : "-");

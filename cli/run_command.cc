@@ -18,6 +18,7 @@
 #include "evaluator/gpu_pipeline.h"
 #include "evaluator/nvrtc_compiler.h"
 #include "evaluator/recording.h"
+#include "kernel_templates/genome.h"
 #include "population/run_lock.h"
 #include "population/store.h"
 
@@ -59,15 +60,6 @@ struct RunOptions {
   bool no_starting_points = false;
   std::vector<std::string> fixed;  // --fix KNOB=VALUE
 };
-
-// "A=1, B=2", for messages.
-std::string FixedText(const Genome& fixed) {
-  std::string text;
-  for (const auto& [knob, value] : fixed) {
-    text += (text.empty() ? "" : ", ") + knob + "=" + std::to_string(value);
-  }
-  return text;
-}
 
 std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
                                 std::shared_ptr<RunOptions> options) {
@@ -134,9 +126,9 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     if (run && app.count("--fix") > 0 && fixed != run->spec.fixed) {
       throw Error("run " + std::to_string(run->id) + " searches with " +
                   (run->spec.fixed.empty() ? std::string("no knob fixed")
-                                           : FixedText(run->spec.fixed) + " fixed") +
-                  "; drop --fix to resume it, or pass --new for a run with " + FixedText(fixed) +
-                  " fixed");
+                                           : FormatSettings(run->spec.fixed, ", ") + " fixed") +
+                  "; drop --fix to resume it, or pass --new for a run with " +
+                  FormatSettings(fixed, ", ") + " fixed");
     }
     if (run &&
         (app.count("--shape") > 0 || app.count("--causal") > 0 || app.count("--problem") > 0 ||
@@ -218,13 +210,13 @@ std::function<int()> RunCommand(const GlobalOptions& global, CLI::App& app,
     if (!run && !fixed.empty()) {
       // A fix that leaves nothing valid would end the run at once, "exhausted", with nothing to
       // show; it is bad input, and said so before a run is stored.
+      const SearchSpace space(searched, problem, setup->arch);
       Random draw(0);
-      if (!SearchSpace(searched, problem, setup->arch).Sample(draw)) {
-        const std::optional<ConstraintViolation> broken =
-            SearchSpace(searched, problem, setup->arch).Violation(DefaultGenome(searched));
+      if (!space.Sample(draw)) {
+        const std::optional<ConstraintViolation> broken = space.Violation(DefaultGenome(searched));
         throw Error(
-            "--fix " + FixedText(fixed) + " leaves no valid configuration of " + manifest.name +
-            " at this problem" +
+            "--fix " + FormatSettings(fixed, ", ") + " leaves no valid configuration of " +
+            manifest.name + " at this problem" +
             (broken ? " (the defaults with it break '" + broken->name + "': " + broken->expr + ")"
                     : std::string()));
       }

@@ -7,22 +7,13 @@
 #include <map>
 
 #include "evaluator/gpu_verdict_json.h"
+#include "kernel_templates/genome.h"
 #include "population/retiming.h"
 
 namespace evo::cli {
 namespace {
 
 using Json = nlohmann::json;
-
-std::string Knobs(const Genome& genome) {
-  std::string text;
-  for (const auto& [name, value] : genome) {
-    text += (text.empty() ? "" : " ") + name + "=" + std::to_string(value);
-  }
-  return text;
-}
-
-std::string Problem_(const Problem& problem) { return Knobs(problem); }
 
 std::string OptionalId(const std::optional<int64_t>& id) { return id ? std::to_string(*id) : "-"; }
 
@@ -149,12 +140,7 @@ namespace {
 
 // " with A=1, B=2 fixed" for a run that holds knobs fixed; empty for one that searches all.
 std::string FixedSuffix(const RunSpec& spec) {
-  if (spec.fixed.empty()) return "";
-  std::string text;
-  for (const auto& [knob, value] : spec.fixed) {
-    text += fmt::format("{}{}={}", text.empty() ? "" : ", ", knob, value);
-  }
-  return " with " + text + " fixed";
+  return spec.fixed.empty() ? "" : " with " + FormatSettings(spec.fixed, ", ") + " fixed";
 }
 
 }  // namespace
@@ -162,7 +148,7 @@ std::string FixedSuffix(const RunSpec& spec) {
 std::string RunHeadline(const RunRecord& run) {
   const RunSpec& s = run.spec;
   return fmt::format("run {}: {} {}{} on {} ({}{}), seed {}, budget {}, elite {}", run.id,
-                     s.template_name, Problem_(s.problem), FixedSuffix(s), s.device, s.arch,
+                     s.template_name, FormatSettings(s.problem), FixedSuffix(s), s.device, s.arch,
                      s.evaluator == "gpu" ? "" : ", " + s.evaluator, s.seed, s.budget,
                      s.elite_size);
 }
@@ -175,7 +161,7 @@ std::string RunsToText(const std::vector<RunRecord>& runs) {
     text += fmt::format("{:>4}  {:<8}  {:<22}  {:>9}  {:<24}  {} {}{} on {}\n", run.id,
                         ToString(run.state), run.stop_reason.empty() ? "-" : run.stop_reason,
                         fmt::format("{}/{}", run.finished_candidates, run.spec.budget),
-                        run.updated_at, run.spec.template_name, Problem_(run.spec.problem),
+                        run.updated_at, run.spec.template_name, FormatSettings(run.spec.problem),
                         FixedSuffix(run.spec), run.spec.device);
   }
   return text;
@@ -228,7 +214,7 @@ std::string EliteToText(const RunRecord& run, const std::vector<CandidateRecord>
         fmt::format("{:.2f}..{:.2f}", score.p10_us, score.p90_us),
         bandwidth ? score.gbps : score.tflops,
         c.outcome.resources ? c.outcome.resources->registers : 0, static_cast<double>(smem) / 1024,
-        Knobs(c.proposal.genome));
+        FormatSettings(c.proposal.genome));
   }
   return text;
 }
@@ -287,7 +273,7 @@ Json RetimingsToJson(int64_t candidate_id, const std::vector<Retiming>& retiming
 std::string CandidateToText(const CandidateRecord& c) {
   std::string text =
       fmt::format("candidate {} of run {}, generation {}\n", c.id, c.run_id, c.generation);
-  text += "  knobs:     " + Knobs(c.proposal.genome) + "\n";
+  text += "  knobs:     " + FormatSettings(c.proposal.genome) + "\n";
   text += "  config:    " + c.config_id + "\n";
   text += "  operator:  " + c.proposal.operator_name + "\n";
   text += "  parents:   " + OptionalId(c.proposal.parent1) + ", " + OptionalId(c.proposal.parent2) +

@@ -168,6 +168,15 @@ std::string FormatGenome(const Manifest& manifest, const Genome& genome) {
   return text;
 }
 
+std::string FormatSettings(const Genome& settings, std::string_view separator) {
+  std::string text;
+  for (const auto& [name, value] : settings) {
+    if (!text.empty()) text += separator;
+    text += name + "=" + std::to_string(value);
+  }
+  return text;
+}
+
 std::string FormatProblem(const Manifest& manifest, const Problem& problem) {
   std::string text;
   for (const ProblemParamSpec& param : manifest.problem) {

@@ -41,6 +41,9 @@ void CheckProblem(const Manifest& manifest, const Problem& problem);
 // "BLOCK_M=64 BLOCK_N=64 ..." in the manifest's order.
 std::string FormatGenome(const Manifest& manifest, const Genome& genome);
 std::string FormatProblem(const Manifest& manifest, const Problem& problem);
+// "B=2 CAUSAL=0 D=64 ..." in name order, without a manifest: a stored genome, problem or set of
+// fixed knobs as `evo show` and the report print it ("A=1, B=2" with separator ", ").
+std::string FormatSettings(const Genome& settings, std::string_view separator = " ");
 
 // Parses a decimal integer; nothing else (no sign for unsigned contexts is checked here).
 std::optional<int64_t> ParseInteger(std::string_view text);
