@@ -9,7 +9,8 @@ tune does. For every shape after the first it prints, per mode, the candidates t
 needed to get within --within (2 %) of its recording's best (median and p90 over seeds, misses
 within the cap) and the fraction of the best speed after 10, 25 and 50 candidates; the first
 shape has nothing before it and is the same in both modes (a check that the modes differ only
-by the seeding). Candidates are counted as evo's budget counts them, as in search-bench.py.
+by the seeding). Candidates are counted as evo's budget counts them, and judged by the mean of
+their recorded timings, as in search-bench.py.
 
   scripts/tune-bench.py --evo build/evo tests/data/sdpa_fp16_h100_2x8x512x64.jsonl \\
       tests/data/sdpa_fp16_h100_4x16x1024x64_causal.jsonl tests/data/sdpa_fp16_h100_1x16x4096x128.jsonl
@@ -85,7 +86,8 @@ def run_tune(landscapes, evo, seed, cap, seeded, workdir):
             key = bench.key_of(genome, landscape.knobs)
             if key not in landscape.configs:
                 raise RuntimeError(f"evo proposed {genome}, which {landscape.path} does not hold")
-            trace.append(landscape.configs[key])
+            # Judged as search-bench.py judges: by the mean of the recorded timings.
+            trace.append(landscape.judged[key])
         result.append(trace[:cap])
     return result
 
