@@ -15,5 +15,9 @@ for w in ${WHICH:-f h}; do
     h) sweep holdout_hopper_bf16_2x16x4096x128 -t sdpa_hopper --shape 2,16,4096,128 --problem BF16=1 \
          --fix SPLITS=1 PACK_GQA=0 LAST_CTA_COMBINES=0 PRODUCER_REGS=24 TMA_STORE=1 \
          SOFTMAX_WARP_SYNC=0 KV_INTERLEAVE=0 FAST_EXP=1 ;;
+    d) sweep holdout_fp16_2x16x2048x256_causal -t sdpa_fp16 --shape 2,16,2048,256 --causal \
+         --fix SPLITS=1 PACK_GQA=0 LAST_CTA_COMBINES=0 ;;
+    r) sweep holdout_rmsnorm_fp16_8192x1024 -t rmsnorm --problem ROWS=8192 --problem COLS=1024 \
+         --fix STREAMING=0 CACHE_WEIGHT=0 ;;
   esac
 done
