@@ -83,7 +83,6 @@ void ApplyKnobSettings(const Manifest& manifest, const std::vector<std::string>&
 Problem CommandLineProblem(const Manifest& manifest, const std::string& shape, bool causal,
                            const std::vector<std::string>& problem_settings);
 
-// --deadline-ms of the commands that run gates 2 and 3 (bench, run, sweep).
 // What --time-on-outliers says, for every command that takes it.
 inline constexpr const char* kTimeOnOutliersHelp =
     "time on inputs with the manifest's outlier rows (e.g. keys with a few rows 12 times "
@@ -95,6 +94,7 @@ inline constexpr const char* kTimeOnOutliersHelp =
 // --time-on-outliers would time the same kind of inputs under another name.
 void RequireOutlierRows(const Manifest& manifest);
 
+// --deadline-ms of the commands that run gates 2 and 3 (bench, run, sweep).
 inline constexpr const char* kDeadlineHelp =
     "the GPU worker's time for gates 2 and 3 of one candidate (default: twice what the gates do "
     "for a candidate as fast as the reference kernel, from the reference's runs on the task, at "

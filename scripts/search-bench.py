@@ -139,9 +139,12 @@ class Landscape:
         self.judge = Judge(self.judged)
         if self.judge.best is None:
             raise SystemExit(f"search-bench: {path} holds no measured configuration")
-        self.best = self.judge.best
         self.measured = sum(1 for t in self.configs.values() if t is not None)
         self.size = len(self.configs)
+
+    @property
+    def best(self):
+        return self.judge.best
 
     def within(self, fraction):
         return self.judge.within(fraction)

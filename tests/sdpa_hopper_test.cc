@@ -465,8 +465,8 @@ class HopperBench {
   bool on_hopper() const { return arch_.name == "sm_90"; }
 
   // The status of `settings` of template `name` on the problem, or nullopt when the compile gate
-  // refused the configuration.
-  // With `timing`, the performance gate too; else the correctness gate only.
+  // refused the configuration. With `timing`, the performance gate runs too; else the correctness
+  // gate only.
   std::optional<GpuVerdict> Evaluate(const std::string& name, const std::string& settings,
                                      const Problem& problem, std::chrono::milliseconds deadline,
                                      const std::optional<TimingOptions>& timing = std::nullopt) {

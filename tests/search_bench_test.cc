@@ -246,7 +246,8 @@ TEST_CASE("the search benchmark judges by the timings' mean: a lucky first one i
     }
   });
   REQUIRE(cut.best_first_us == lucky_first);
-  REQUIRE(cut.best_us == plain.best_us);  // the lucky one's mean is still over 1.02 x the best
+  REQUIRE(cut.best_us == plain.best_us);
+  REQUIRE(cut.mean_us.at(lucky) > cut.best_us * 1.02);  // judged by the means, no near equal
 
   const auto json_path = dir.path() / "bench.json";
   const std::optional<test::CommandResult> ran =
@@ -265,7 +266,6 @@ TEST_CASE("the search benchmark judges by the timings' mean: a lucky first one i
   // Judged by the first timing, only the lucky configuration is within 2 % of the best; judged by
   // the means, the best and its near equals are, and the lucky one is not.
   CHECK(recording["near_best_first"] == 1);
-  CHECK(near_best >= 1);
 
   // --judge first is the measure before: the lucky timing is the best.
   const auto first_json = dir.path() / "first.json";
