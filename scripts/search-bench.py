@@ -45,6 +45,13 @@ compile and GPU times through the GPU pipeline's model, 16 compile threads, one 
 left out), and evo's rows add the simulated seconds until the hit (median and p90 over seeds).
 --evo-args passes more options to evo's runs (--evo-args="--generation-size 4").
 
+Each recording's table is printed as soon as its searches end, and --json is rewritten then
+(its "unfinished" names the recordings not reached yet), so a run stopped part of the way keeps
+every recording it finished. A recording is read as evo reads a replay, and what evo would refuse
+(a torn last line, two recordings joined, a configuration recorded twice with two outcomes) is
+refused here first, in one line naming the file and line; a failed evo run is said with evo's own
+words and the command.
+
 The cap (--cap) is the candidates each search may spend: by default a quarter of the space, at
 least 200 (or the whole space when smaller), so that "no seed missing within 25 % of the space"
 reads straight off the misses.
@@ -71,46 +78,120 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 METHODS = ["evo", "evo+sp", "random", "tpe"]
 CHECKPOINTS = [25, 50, 100, 200]
 
 
+class BenchError(Exception):
+    """Bad input or a failed evo run: said in one message, with no traceback."""
+
+
+def read_lines(path):
+    """The recording's lines as (line number, text), blank ones left out; a recording ending in
+    .gz is read through gzip (the held-out ones are kept so). What cannot be read is a BenchError
+    that says why."""
+    try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rb") as f:
+                data = f.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as error:
+        raise BenchError(f"{path} is not a whole gzip file ({error})") from None
+    except OSError as error:
+        raise BenchError(f"cannot read {path}: {error.strerror or error}") from None
+    if data[:2] == b"\x1f\x8b":
+        raise BenchError(f"{path} is gzipped; name it .gz to have it read through gzip")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BenchError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start})") from None
+    lines = text.split("\n")
+    # A sweep stopped while writing leaves its last line torn; evo refuses such a recording too.
+    if lines[-1].strip():
+        raise BenchError(f"{path} ends in the middle of a line (a sweep stopped while writing it?); "
+                         "continuing the sweep with `evo sweep --out` on it drops the torn line")
+    return [(number, line) for number, line in enumerate(lines, start=1) if line.strip()]
+
+
+def parse_line(path, number, line):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as error:
+        raise BenchError(f"{path}:{number} is not JSON ({error.msg} at column {error.colno})") from None
+
+
+def is_whole_number(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def load_recording(path):
     """The recording's header, its knobs, {genome key: first time in us, or None for no
-    measurement} and {genome key: geometric mean of every recorded timing, or None}. A recording
-    ending in .gz is read through gzip (the held-out ones are kept so)."""
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        lines = [line for line in f.read().splitlines() if line.strip()]
+    measurement} and {genome key: geometric mean of every recorded timing, or None}. It is read as
+    evo reads a replay: one header, then one record per configuration; the same configuration
+    recorded twice with different outcomes is refused."""
+    lines = read_lines(path)
     if not lines:
-        raise SystemExit(f"search-bench: {path} is empty")
-    header = json.loads(lines[0])
-    if "evo_recording" not in header:
-        raise SystemExit(f"search-bench: {path} does not start with an evo recording header")
+        raise BenchError(f"{path} is empty")
+    header = parse_line(path, *lines[0])
+    if not isinstance(header, dict) or "evo_recording" not in header:
+        raise BenchError(f"{path} does not start with an evo recording header")
+    problem = header.get("problem")
+    if not isinstance(header.get("template"), str) or not isinstance(problem, dict) or not all(
+            is_whole_number(v) for v in problem.values()):
+        raise BenchError(f"{path}:{lines[0][0]}: the header names no template and problem "
+                         "(\"template\": a name, \"problem\": whole numbers by name)")
     configs = {}
     means = {}
+    texts = {}
     knobs = None
-    for number, line in enumerate(lines[1:], start=2):
-        record = json.loads(line)
-        genome = record["genome"]
+    for number, line in lines[1:]:
+        record = parse_line(path, number, line)
+        if isinstance(record, dict) and "template" in record and "genome" not in record:
+            raise BenchError(f"{path}:{number} is a second header: recordings are not joined by "
+                             "concatenating their files")
+        genome = record.get("genome") if isinstance(record, dict) else None
+        outcome = record.get("outcome") if isinstance(record, dict) else None
+        if not isinstance(genome, dict) or not genome or not all(
+                is_whole_number(v) for v in genome.values()) or not isinstance(outcome, dict):
+            raise BenchError(f"{path}:{number} is not a configuration's record (a \"genome\" of "
+                             "whole numbers by knob and an \"outcome\")")
         if knobs is None:
             knobs = sorted(genome)
         elif sorted(genome) != knobs:
-            raise SystemExit(f"search-bench: {path}:{number} has other knobs than line 2")
-        outcome = record["outcome"]
-        timing = (outcome.get("gpu") or {}).get("timing")
-        measured = outcome.get("status") == "measured" and timing is not None
+            raise BenchError(f"{path}:{number} has other knobs than line {lines[1][0]}")
         key = key_of(genome, knobs)
+        if key in texts:
+            if texts[key][1] == line:
+                continue  # the same line twice says nothing new
+            raise BenchError(f"{path}:{number} records {json.dumps(genome, sort_keys=True)} again, "
+                             f"as line {texts[key][0]} did, with another outcome; a recording "
+                             "holds one per configuration")
+        texts[key] = (number, line)
+        gpu = outcome.get("gpu")
+        timing = gpu.get("timing") if isinstance(gpu, dict) else None
+        measured = (outcome.get("status") == "measured" and isinstance(timing, dict)
+                    and positive_time(timing.get("median_us")))
         configs[key] = timing["median_us"] if measured else None
         means[key] = None
         if measured:
             times = [timing["median_us"]] + [
                 again["timing"]["median_us"] for again in record.get("remeasurements") or []
-                if again.get("status") == "measured" and again.get("timing")]
+                if isinstance(again, dict) and again.get("status") == "measured"
+                and isinstance(again.get("timing"), dict)
+                and positive_time(again["timing"].get("median_us"))]
             means[key] = math.exp(statistics.fmean(math.log(t) for t in times))
     if not configs:
-        raise SystemExit(f"search-bench: {path} holds no configuration")
+        raise BenchError(f"{path} holds no configuration")
     return header, knobs, configs, means
+
+
+def positive_time(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
+        value) and value > 0
 
 
 def key_of(genome, knobs):
@@ -138,7 +219,7 @@ class Landscape:
         self.first = Judge(self.configs)
         self.judge = Judge(self.judged)
         if self.judge.best is None:
-            raise SystemExit(f"search-bench: {path} holds no measured configuration")
+            raise BenchError(f"{path} holds no measured configuration")
         self.measured = sum(1 for t in self.configs.values() if t is not None)
         self.size = len(self.configs)
 
@@ -173,7 +254,9 @@ def run_and_read(command, db, queries):
     and removes the database."""
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr}")
+        said = result.stderr.strip() or result.stdout.strip() or "nothing on stderr"
+        raise BenchError(f"evo failed (exit {result.returncode}): {said}\n  the command: "
+                         f"{shlex.join(command)}")
     connection = sqlite3.connect(db)
     try:
         return [connection.execute(query).fetchall() for query in queries]
@@ -213,7 +296,7 @@ def run_evo(landscape, replay, evo, seed, cap, starting_points, workdir, evo_arg
         genome = json.loads(genome_text)
         key = key_of(genome, landscape.knobs)
         if key not in landscape.configs:
-            raise RuntimeError(f"evo proposed {genome}, which {landscape.path} does not hold")
+            raise BenchError(f"evo proposed {genome}, which {landscape.path} does not hold")
         trace.append(key)
         seconds.append(ended.get(key))
     return trace[:cap], (seconds[:cap] if clock else None)
@@ -278,8 +361,11 @@ def run_one(task):
     started = time.monotonic()
     seconds = None
     if method in ("evo", "evo+sp"):
-        trace, seconds = run_evo(landscape, replay, evo, seed, cap, method == "evo+sp", workdir,
-                                 evo_args, clock)
+        try:
+            trace, seconds = run_evo(landscape, replay, evo, seed, cap, method == "evo+sp",
+                                     workdir, evo_args, clock)
+        except BenchError as error:
+            raise BenchError(f"{method} on {path}, seed {seed}: {error}") from None
     elif method == "random":
         trace = run_random(landscape, seed, cap)
     else:
@@ -479,20 +565,70 @@ def print_table(landscape, summaries, against, cap, within, seeds, elapsed):
     print()
 
 
+def whole_number(least):
+    """An argparse type: a whole number, at least `least`."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, not {value}")
+        return value
+    return parse
+
+
+def fraction(text):
+    """An argparse type: how near the best counts as found, a finite fraction from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (0 <= value < 1):
+        raise argparse.ArgumentTypeError(f"must be a fraction from 0 (the best alone) to below 1 "
+                                         f"(0.02: within 2 %), not {text}")
+    return value
+
+
+def write_json(path, report, methods, unfinished):
+    """The report so far, replacing the file whole: a run stopped part of the way (a failed evo
+    run, ^C) keeps the recordings it finished, and names those it did not."""
+    temporary = path + ".partial"
+    with open(temporary, "w") as f:
+        json.dump({"recordings": report, "methods": methods, "unfinished": unfinished}, f, indent=1)
+    os.replace(temporary, path)
+
+
 def main():
+    try:
+        return run_benchmark()
+    except BenchError as error:
+        sys.stdout.flush()
+        print(f"search-bench: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print("search-bench: interrupted; the tables above (and --json) hold the recordings "
+              "finished", file=sys.stderr)
+        return 130
+
+
+def run_benchmark():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("recordings", nargs="+",
                         help="recordings made by `evo sweep` (JSON lines, or gzipped: .gz)")
     parser.add_argument("--evo", default="build/evo", help="the evo binary (default: build/evo)")
-    parser.add_argument("--seeds", type=int, default=20, help="seeds per method (default: 20)")
-    parser.add_argument("--first-seed", type=int, default=1, help="seeds run from this (default: 1)")
-    parser.add_argument("--cap", type=int, default=0,
+    parser.add_argument("--seeds", type=whole_number(1), default=20,
+                        help="seeds per method (default: 20)")
+    parser.add_argument("--first-seed", type=whole_number(0), default=1,
+                        help="seeds run from this (default: 1)")
+    parser.add_argument("--cap", type=whole_number(0), default=0,
                         help="candidates per search (default: a quarter of the space, at least 200)")
-    parser.add_argument("--within", type=float, default=0.02,
+    parser.add_argument("--within", type=fraction, default=0.02,
                         help="how near the best counts as found (default: 0.02)")
     parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--jobs", type=whole_number(1), default=os.cpu_count() or 1,
                         help="searches run at once (default: one per core)")
     parser.add_argument("--tpe-univariate", action="store_true",
                         help="TPE's default, one density per knob, instead of the multivariate TPE")
@@ -519,8 +655,21 @@ def main():
                   file=sys.stderr)
             methods.remove("tpe")
     if any(m.startswith("evo") for m in methods) and not os.access(args.evo, os.X_OK):
-        raise SystemExit(f"search-bench: there is no evo binary at {args.evo} (--evo)")
+        raise BenchError(f"there is no evo binary at {args.evo} (--evo)")
     evo = os.path.abspath(args.evo)
+    try:
+        evo_args = shlex.split(args.evo_args)
+    except ValueError as error:
+        parser.error(f"--evo-args: {error}")
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            parser.error(f"--json: cannot write into {folder}")
+    named = {}
+    for path in args.recordings:
+        same = named.setdefault(os.path.realpath(path), path)
+        if same != path or args.recordings.count(path) > 1:
+            parser.error(f"{path} is given twice" + ("" if same == path else f" (as {same})"))
 
     landscapes = [Landscape(path, args.judge) for path in args.recordings]
     caps = {}
@@ -532,10 +681,7 @@ def main():
     base = "/dev/shm" if os.path.isdir("/dev/shm") else None
     workdir = tempfile.mkdtemp(prefix="evo-search-bench-", dir=base)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    evo_args = shlex.split(args.evo_args)
-    traces = {}
-    clocks = {}
-    elapsed = {}
+    report = []
     try:
         # evo reads plain JSON lines: a gzipped recording is decompressed once for its runs.
         replays = {}
@@ -546,46 +692,58 @@ def main():
                 with gzip.open(landscape.path, "rb") as source, open(plain, "wb") as target:
                     shutil.copyfileobj(source, target)
                 replays[landscape.path] = plain
-        tasks = [(m, l.path, replays[l.path], s, caps[l.path], evo, workdir, args.within,
-                  not args.tpe_univariate, evo_args, args.clock, args.judge)
-                 for l in landscapes for m in methods for s in seeds]
-        with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            for method, path, seed, trace, clock, seconds in pool.map(run_one, tasks):
-                traces.setdefault(path, {}).setdefault(method, {})[seed] = trace
-                if clock is not None:
-                    clocks.setdefault(path, {}).setdefault(method, {})[seed] = clock
-                elapsed[(path, method)] = elapsed.get((path, method), 0) + seconds
+        with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futures = {l.path: [(m, s, pool.submit(run_one, (
+                m, l.path, replays[l.path], s, caps[l.path], evo, workdir, args.within,
+                not args.tpe_univariate, evo_args, args.clock, args.judge)))
+                for m in methods for s in seeds] for l in landscapes}
+            try:
+                # Each recording's table as soon as its searches are done, so that a long
+                # benchmark shows its progress and a failure later loses nothing finished.
+                for number, landscape in enumerate(landscapes):
+                    traces, clocks, elapsed = {}, {}, {}
+                    for method, seed, future in futures[landscape.path]:
+                        _, _, _, trace, clock, seconds = future.result()
+                        traces.setdefault(method, {})[seed] = trace
+                        if clock is not None:
+                            clocks.setdefault(method, {})[seed] = clock
+                        elapsed[method] = elapsed.get(method, 0) + seconds
+                    report.append(report_recording(landscape, methods, seeds, caps[landscape.path],
+                                                   args, traces, clocks, elapsed))
+                    sys.stdout.flush()
+                    if args.json:
+                        write_json(args.json, report, methods,
+                                   [l.path for l in landscapes[number + 1:]])
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    return 0
 
-    report = []
-    for landscape in landscapes:
-        cap = caps[landscape.path]
-        summaries = {}
-        for method in methods:
-            by_seed = traces[landscape.path][method]
-            clocked = clocks.get(landscape.path, {}).get(method)
-            summaries[method] = summarize(landscape, [by_seed[s] for s in seeds], cap, args.within,
-                                          [clocked[s] for s in seeds] if clocked else None)
-        against = comparisons(summaries, cap, args.within, landscape.path)
-        print_table(landscape, summaries, against, cap, args.within, len(seeds),
-                    {m: elapsed[(landscape.path, m)] for m in methods})
-        report.append({
-            "recording": landscape.path, "template": landscape.header["template"],
-            "problem": landscape.header["problem"], "configurations": landscape.size,
-            "measured": landscape.measured, "best_us": landscape.best,
-            "within": args.within, "near_best": landscape.within(args.within), "cap": cap,
-            "judge": args.judge, "best_first_us": landscape.first.best,
-            "near_best_first": landscape.first.within(args.within),
-            "seeds": seeds,
-            "methods": {m: method_json(s) for m, s in summaries.items()},
-            "evo_against": against,
-        })
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"recordings": report, "methods": methods}, f, indent=1)
-    sys.stdout.flush()
+
+def report_recording(landscape, methods, seeds, cap, args, traces, clocks, elapsed):
+    """Prints one recording's table and returns its entry of the JSON report."""
+    summaries = {}
+    for method in methods:
+        by_seed = traces[method]
+        clocked = clocks.get(method)
+        summaries[method] = summarize(landscape, [by_seed[s] for s in seeds], cap, args.within,
+                                      [clocked[s] for s in seeds] if clocked else None)
+    against = comparisons(summaries, cap, args.within, landscape.path)
+    print_table(landscape, summaries, against, cap, args.within, len(seeds), elapsed)
+    return {
+        "recording": landscape.path, "template": landscape.header["template"],
+        "problem": landscape.header["problem"], "configurations": landscape.size,
+        "measured": landscape.measured, "best_us": landscape.best,
+        "within": args.within, "near_best": landscape.within(args.within), "cap": cap,
+        "judge": args.judge, "best_first_us": landscape.first.best,
+        "near_best_first": landscape.first.within(args.within),
+        "seeds": seeds,
+        "methods": {m: method_json(s) for m, s in summaries.items()},
+        "evo_against": against,
+    }
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,6 +18,7 @@ their recorded timings, as in search-bench.py.
 
 import argparse
 import concurrent.futures
+import gzip
 import importlib.util
 import json
 import os
@@ -35,6 +36,8 @@ def _search_bench():
     spec = importlib.util.spec_from_file_location("search_bench",
                                                   os.path.join(HERE, "search-bench.py"))
     module = importlib.util.module_from_spec(spec)
+    # Registered by name, so that its BenchError raised in a worker process unpickles here.
+    sys.modules["search_bench"] = module
     spec.loader.exec_module(module)
     return module
 
@@ -46,13 +49,17 @@ def shape_argument(header):
     """The recording's task as one `evo tune --shape` (B,H:H_kv,S_q,S_kv,D[,causal]) and the
     problem parameters beyond the shape, which `evo tune --problem` sets for every shape."""
     problem = dict(header["problem"])
+    missing = [k for k in ("B", "H", "S_q", "S_kv", "D") if k not in problem]
+    if missing:
+        raise bench.BenchError(f"a recording of {header['template']} names no attention shape (no "
+                               f"{', '.join(missing)} in its problem); evo tune's --shape takes one")
     b, h, s_q, s_kv, d = (problem.pop(k) for k in ("B", "H", "S_q", "S_kv", "D"))
     h_kv = problem.pop("H_kv", h)
     shape = f"{b},{h}:{h_kv},{s_q},{s_kv},{d}" + (",causal" if problem.pop("CAUSAL", 0) else "")
     return shape, problem
 
 
-def run_tune(landscapes, evo, seed, cap, seeded, workdir):
+def run_tune(landscapes, replays, evo, seed, cap, seeded, workdir):
     """One evo tune over the recordings' shapes: each shape's trace of recorded times."""
     db = os.path.join(workdir, f"tune-{'seeded' if seeded else 'unseeded'}-{seed}.db")
     template = landscapes[0].header["template"]
@@ -63,7 +70,7 @@ def run_tune(landscapes, evo, seed, cap, seeded, workdir):
         shape, problem = shape_argument(landscape.header)
         if extra is None:
             extra = problem
-        command += ["--shape", shape, "--replay", landscape.path]
+        command += ["--shape", shape, "--replay", replays[landscape.path]]
     for name, value in sorted(extra.items()):
         command += ["--problem", f"{name}={value}"]
     if not seeded:
@@ -73,7 +80,7 @@ def run_tune(landscapes, evo, seed, cap, seeded, workdir):
         "SELECT id FROM runs ORDER BY id"])
     runs = [r[0] for r in run_rows]
     if len(runs) != len(landscapes):
-        raise RuntimeError(f"evo tune made {len(runs)} runs for {len(landscapes)} shapes")
+        raise bench.BenchError(f"evo tune made {len(runs)} runs for {len(landscapes)} shapes")
     traces = {run: [] for run in runs}
     for run, genome_text, status in rows:
         if status == "invalid":
@@ -85,7 +92,7 @@ def run_tune(landscapes, evo, seed, cap, seeded, workdir):
         for genome in traces[run]:
             key = bench.key_of(genome, landscape.knobs)
             if key not in landscape.configs:
-                raise RuntimeError(f"evo proposed {genome}, which {landscape.path} does not hold")
+                raise bench.BenchError(f"evo proposed {genome}, which {landscape.path} does not hold")
             # Judged as search-bench.py judges: by the mean of the recorded timings.
             trace.append(landscape.judged[key])
         result.append(trace[:cap])
@@ -93,32 +100,51 @@ def run_tune(landscapes, evo, seed, cap, seeded, workdir):
 
 
 def run_one(task):
-    paths, evo, seed, cap, seeded, workdir = task
+    paths, replays, evo, seed, cap, seeded, workdir = task
     landscapes = [bench.Landscape(path) for path in paths]
-    return seeded, seed, run_tune(landscapes, evo, seed, cap, seeded, workdir)
+    try:
+        return seeded, seed, run_tune(landscapes, replays, evo, seed, cap, seeded, workdir)
+    except bench.BenchError as error:
+        mode = "seeded" if seeded else "unseeded"
+        raise bench.BenchError(f"the {mode} tune of seed {seed}: {error}") from None
 
 
 def main():
+    try:
+        return run_benchmark()
+    except bench.BenchError as error:
+        sys.stdout.flush()
+        print(f"tune-bench: {error}", file=sys.stderr)
+        return 1
+
+
+def run_benchmark():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("recordings", nargs="+",
                         help="recordings of one template, tuned in this order (at least two)")
     parser.add_argument("--evo", default="build/evo", help="the evo binary (default: build/evo)")
-    parser.add_argument("--seeds", type=int, default=20, help="seeds per mode (default: 20)")
-    parser.add_argument("--first-seed", type=int, default=1, help="seeds run from this (default: 1)")
-    parser.add_argument("--cap", type=int, default=200,
+    parser.add_argument("--seeds", type=bench.whole_number(1), default=20,
+                        help="seeds per mode (default: 20)")
+    parser.add_argument("--first-seed", type=bench.whole_number(0), default=1,
+                        help="seeds run from this (default: 1)")
+    parser.add_argument("--cap", type=bench.whole_number(1), default=200,
                         help="candidates per shape (evo tune --budget; default: 200)")
-    parser.add_argument("--within", type=float, default=0.02,
+    parser.add_argument("--within", type=bench.fraction, default=0.02,
                         help="the fraction of the best time that counts as found (default: 0.02)")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--jobs", type=bench.whole_number(1), default=os.cpu_count() or 1,
                         help="tunes run at once (default: one per core)")
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     args = parser.parse_args()
 
     if len(args.recordings) < 2:
         parser.error("give at least two recordings: the first opens the set, the others are seeded")
-    if args.seeds < 1 or args.cap < 1:
-        parser.error("--seeds and --cap must be positive")
+    if len({os.path.realpath(p) for p in args.recordings}) != len(args.recordings):
+        parser.error("a recording is given twice; evo tune makes one run per shape")
+    if args.json:
+        folder = os.path.dirname(os.path.abspath(args.json))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            parser.error(f"--json: cannot write into {folder}")
     if not os.access(args.evo, os.X_OK):
         parser.error(f"{args.evo} is not an executable evo")
     landscapes = [bench.Landscape(path) for path in args.recordings]
@@ -137,12 +163,24 @@ def main():
     workdir = tempfile.mkdtemp(prefix="tune-bench-")
     try:
         seeds = range(args.first_seed, args.first_seed + args.seeds)
-        tasks = [(args.recordings, args.evo, seed, args.cap, seeded, workdir)
+        # evo reads plain JSON lines: a gzipped recording is decompressed once for the tunes.
+        replays = {}
+        for index, path in enumerate(args.recordings):
+            replays[path] = path
+            if path.endswith(".gz"):
+                replays[path] = os.path.join(workdir, f"{index}-" + os.path.basename(path)[:-3])
+                with gzip.open(path, "rb") as source, open(replays[path], "wb") as target:
+                    shutil.copyfileobj(source, target)
+        tasks = [(args.recordings, replays, args.evo, seed, args.cap, seeded, workdir)
                  for seeded in (True, False) for seed in seeds]
         traces = {True: [], False: []}
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            for seeded, seed, per_shape in pool.map(run_one, tasks):
-                traces[seeded].append(per_shape)
+            try:
+                for seeded, seed, per_shape in pool.map(run_one, tasks):
+                    traces[seeded].append(per_shape)
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)  # not the tunes still queued
+                raise
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -449,6 +449,130 @@ TEST_CASE("the search benchmark reads a gzipped recording as it reads the plain 
         std::set<std::string>{"cut.jsonl", "cut.jsonl.gz", "cut.jsonl.json", "cut.jsonl.gz.json"});
 }
 
+// The lines of a recording, to be written back changed.
+std::vector<std::string> LinesOf(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  return text;
+}
+
+TEST_CASE("the search benchmark refuses bad input in one line that says why", "[bench]") {
+  test::TempDir dir;
+  const Cut cut = WriteCut(dir.path());
+  const std::vector<std::string> lines = LinesOf(cut.path);
+  REQUIRE(lines.size() > 4);
+  const auto write = [&](const std::string& name, const std::string& text) {
+    test::WriteFile(dir.path() / name, text);
+    return (dir.path() / name).string();
+  };
+  // A record of the cut whose outcome differs from line 2's, under line 2's configuration.
+  nlohmann::json other = nlohmann::json::parse(lines[1]);
+  other["outcome"]["compile_ms"] = other["outcome"].value("compile_ms", 0.0) + 1;
+  // A sweep stopped while writing: the last line is cut short.
+  const std::string torn = Joined(lines) + lines[2].substr(0, lines[2].size() / 2);
+  std::vector<std::string> second_header = lines;
+  second_header.insert(second_header.begin() + 3, lines[0]);
+  const std::string gz = (dir.path() / "cut.jsonl.gz").string();
+  REQUIRE(std::system(("gzip -c '" + cut.path.string() + "' > '" + gz + "'").c_str()) == 0);
+  const std::string gz_text = *TryReadFile(gz);
+
+  struct Case {
+    std::string what;
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::string recording = cut.path.string();
+  const std::vector<Case> cases = {
+      {"no such file", {(dir.path() / "absent.jsonl").string()}, "cannot read"},
+      {"a folder", {dir.path().string()}, "cannot read"},
+      {"an empty file", {write("empty.jsonl", "")}, "is empty"},
+      {"a torn last line", {write("torn.jsonl", torn)}, "ends in the middle of a line"},
+      {"a line that is not JSON",
+       {write("bad.jsonl", lines[0] + "\n" + lines[1] + "\n{\"genome\": {\n" + lines[2] + "\n")},
+       "bad.jsonl:3 is not JSON"},
+      {"a record with no genome",
+       {write("nogenome.jsonl", lines[0] + "\n{\"outcome\": {}}\n")},
+       "nogenome.jsonl:2 is not a configuration's record"},
+      {"two recordings joined",
+       {write("joined.jsonl", Joined(second_header))},
+       "joined.jsonl:4 is a second header"},
+      {"one configuration twice with two outcomes",
+       {write("twice.jsonl", Joined(lines) + other.dump() + "\n")},
+       "with another outcome"},
+      {"a header that names no task",
+       {write("header.jsonl", "{\"evo_recording\": 1}\n" + lines[1] + "\n")},
+       "names no template and problem"},
+      {"a gzipped file not named .gz", {write("gzipped.jsonl", gz_text)}, "name it .gz"},
+      {"a gzip file cut short",
+       {write("short.jsonl.gz", gz_text.substr(0, gz_text.size() / 2))},
+       "not a whole gzip file"},
+      {"no seeds", {"--seeds", "0", recording}, "--seeds: must be at least 1"},
+      {"a negative first seed",
+       {"--first-seed", "-1", recording},
+       "--first-seed: must be at least 0"},
+      {"a distance that is not a number", {"--within", "nan", recording}, "--within: must be"},
+      {"a negative distance", {"--within", "-0.1", recording}, "--within: must be"},
+      {"no workers", {"--jobs", "0", recording}, "--jobs: must be at least 1"},
+      {"a report into no folder",
+       {"--json", (dir.path() / "absent" / "r.json").string(), recording},
+       "--json: cannot write"},
+      {"one recording twice",
+       {recording, (dir.path() / "." / "cut.jsonl").string()},
+       "is given twice"},
+  };
+  for (const Case& bad : cases) {
+    INFO(bad.what);
+    std::vector<std::string> args = {"--methods", "evo", "random", "--seeds", "1"};
+    args.insert(args.end(), bad.args.begin(), bad.args.end());
+    const std::optional<test::CommandResult> ran = RunSearchBench(dir.path(), args);
+    if (!ran) return;
+    INFO(ran->out << ran->err);
+    CHECK(ran->exit_code != 0);
+    CHECK(ran->err.find(bad.says) != std::string::npos);
+    CHECK(ran->err.find("Traceback") == std::string::npos);
+    CHECK(ran->out.find("recording ") == std::string::npos);  // no table for a refused input
+  }
+}
+
+TEST_CASE("the search benchmark keeps what finished when an evo run fails later", "[bench]") {
+  test::TempDir dir;
+  const Cut cut = WriteCut(dir.path());
+  // The second recording names a template evo does not have: the benchmark reads it (it cannot
+  // know the templates), and evo's first run on it fails.
+  std::vector<std::string> lines = LinesOf(cut.path);
+  nlohmann::json header = nlohmann::json::parse(lines[0]);
+  header["template"] = "no_such_template";
+  lines[0] = header.dump();
+  const auto unknown = dir.path() / "unknown.jsonl";
+  test::WriteFile(unknown, Joined(lines));
+  const auto json_path = dir.path() / "bench.json";
+  const std::optional<test::CommandResult> ran = RunSearchBench(
+      dir.path(), {"--methods", "evo", "random", "--seeds", "2", "--cap", "30", "--jobs", "1",
+                   "--json", json_path.string(), cut.path.string(), unknown.string()});
+  if (!ran) return;
+  INFO(ran->out << ran->err);
+  CHECK(ran->exit_code == 1);
+  CHECK(ran->err.find("Traceback") == std::string::npos);
+  // evo's own words, and which run said them.
+  CHECK(ran->err.find("unknown.jsonl, seed 1: evo failed (exit 2)") != std::string::npos);
+  CHECK(ran->err.find("unknown template 'no_such_template'") != std::string::npos);
+  // The first recording's table and figures are kept.
+  CHECK(ran->out.find("recording " + cut.path.string()) != std::string::npos);
+  CHECK(ran->out.find("recording " + unknown.string()) == std::string::npos);
+  const nlohmann::json report = nlohmann::json::parse(*TryReadFile(json_path));
+  REQUIRE(report["recordings"].size() == 1);
+  CHECK(report["recordings"][0]["recording"] == cut.path.string());
+  CHECK(report["recordings"][0]["methods"]["evo"]["hits"].size() == 2);
+  CHECK(report["unfinished"] == nlohmann::json::array({unknown.string()}));
+}
+
 TEST_CASE("the tune benchmark: seeded and unseeded tunes over two shapes, figures that add up",
           "[bench][tune]") {
   const std::filesystem::path script = test::SourceDir() / "scripts" / "tune-bench.py";
@@ -501,6 +625,38 @@ TEST_CASE("the tune benchmark: seeded and unseeded tunes over two shapes, figure
       dir.path());
   CHECK(mixed.exit_code == 2);
   CHECK(mixed.err.find("several templates") != std::string::npos);
+
+  // A gzipped recording is tuned as the plain one is (evo reads plain lines: the script
+  // decompresses it for the runs).
+  const auto gz = dir.path() / "second.jsonl.gz";
+  REQUIRE(std::system(("gzip -c '" + second.string() + "' > '" + gz.string() + "'").c_str()) == 0);
+  const auto gz_json = dir.path() / "tune_gz.json";
+  const test::CommandResult gzipped =
+      test::RunProgram(script,
+                       {"--evo", test::EvoBinary().string(), "--seeds", "2", "--cap", "24",
+                        "--json", gz_json.string(), first.string(), gz.string()},
+                       dir.path());
+  INFO(gzipped.out << gzipped.err);
+  REQUIRE(gzipped.exit_code == 0);
+  const nlohmann::json gz_report = nlohmann::json::parse(*TryReadFile(gz_json));
+  CHECK(gz_report["shapes"][1]["seeded"]["hits"] == report["shapes"][1]["seeded"]["hits"]);
+  CHECK(gz_report["shapes"][1]["unseeded"]["hits"] == report["shapes"][1]["unseeded"]["hits"]);
+
+  // Bad input: one line that says why, no traceback.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{first.string(), (dir.path() / "absent.jsonl").string()}, "cannot read"},
+      {{"--within", "nan", first.string(), second.string()}, "--within: must be"},
+      {{first.string(), first.string()}, "given twice"},
+  };
+  for (const auto& [args, says] : bad) {
+    std::vector<std::string> all = {"--evo", test::EvoBinary().string()};
+    all.insert(all.end(), args.begin(), args.end());
+    const test::CommandResult refused = test::RunProgram(script, all, dir.path());
+    INFO(says << "\n" << refused.out << refused.err);
+    CHECK(refused.exit_code != 0);
+    CHECK(refused.err.find(says) != std::string::npos);
+    CHECK(refused.err.find("Traceback") == std::string::npos);
+  }
 }
 
 }  // namespace
