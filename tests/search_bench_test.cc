@@ -103,6 +103,11 @@ std::optional<test::CommandResult> RunSearchBench(const std::filesystem::path& d
   return test::RunProgram(test::SourceDir() / "scripts" / "search-bench.py", args, dir);
 }
 
+// A gzipped copy of `from` at `to`, as the held-out recordings are kept.
+void Gzip(const std::filesystem::path& from, const std::filesystem::path& to) {
+  REQUIRE(std::system(("gzip -c '" + from.string() + "' > '" + to.string() + "'").c_str()) == 0);
+}
+
 TEST_CASE("the search benchmark on a cut of the recording: every method, figures that add up",
           "[bench]") {
   test::TempDir dir;
@@ -420,8 +425,7 @@ TEST_CASE("the search benchmark reads a gzipped recording as it reads the plain 
   test::TempDir dir;
   const Cut cut = WriteCut(dir.path());
   const auto gz = dir.path() / "cut.jsonl.gz";
-  REQUIRE(std::system(("gzip -c '" + cut.path.string() + "' > '" + gz.string() + "'").c_str()) ==
-          0);
+  Gzip(cut.path, gz);
   std::map<std::string, nlohmann::json> methods;
   for (const auto& recording : {cut.path, gz}) {
     INFO(recording);
@@ -480,7 +484,7 @@ TEST_CASE("the search benchmark refuses bad input in one line that says why", "[
   std::vector<std::string> second_header = lines;
   second_header.insert(second_header.begin() + 3, lines[0]);
   const std::string gz = (dir.path() / "cut.jsonl.gz").string();
-  REQUIRE(std::system(("gzip -c '" + cut.path.string() + "' > '" + gz + "'").c_str()) == 0);
+  Gzip(cut.path, gz);
   const std::string gz_text = *TryReadFile(gz);
 
   struct Case {
@@ -585,12 +589,16 @@ TEST_CASE("the tune benchmark: seeded and unseeded tunes over two shapes, figure
   // the elites that open the seeded run are what it looks for.
   const auto first = test::H100RecordingAs(dir.path(), 512, 0);
   const auto second = test::H100RecordingAs(dir.path(), 1024, 0);
+  const auto tune = [&](const std::filesystem::path& json_path,
+                        const std::filesystem::path& second_recording) {
+    return test::RunProgram(
+        script,
+        {"--evo", test::EvoBinary().string(), "--seeds", "2", "--cap", "24", "--json",
+         json_path.string(), first.string(), second_recording.string()},
+        dir.path());
+  };
   const auto json_path = dir.path() / "tune.json";
-  const test::CommandResult result =
-      test::RunProgram(script,
-                       {"--evo", test::EvoBinary().string(), "--seeds", "2", "--cap", "24",
-                        "--json", json_path.string(), first.string(), second.string()},
-                       dir.path());
+  const test::CommandResult result = tune(json_path, second);
   INFO(result.out << result.err);
   REQUIRE(result.exit_code == 0);
   CHECK(result.out.find("seeded (first: nothing before it)") != std::string::npos);
@@ -629,13 +637,9 @@ TEST_CASE("the tune benchmark: seeded and unseeded tunes over two shapes, figure
   // A gzipped recording is tuned as the plain one is (evo reads plain lines: the script
   // decompresses it for the runs).
   const auto gz = dir.path() / "second.jsonl.gz";
-  REQUIRE(std::system(("gzip -c '" + second.string() + "' > '" + gz.string() + "'").c_str()) == 0);
+  Gzip(second, gz);
   const auto gz_json = dir.path() / "tune_gz.json";
-  const test::CommandResult gzipped =
-      test::RunProgram(script,
-                       {"--evo", test::EvoBinary().string(), "--seeds", "2", "--cap", "24",
-                        "--json", gz_json.string(), first.string(), gz.string()},
-                       dir.path());
+  const test::CommandResult gzipped = tune(gz_json, gz);
   INFO(gzipped.out << gzipped.err);
   REQUIRE(gzipped.exit_code == 0);
   const nlohmann::json gz_report = nlohmann::json::parse(*TryReadFile(gz_json));
