@@ -43,7 +43,8 @@ apart on these seeds.
 With --clock, evo's runs also simulate their wall time (`evo run --replay-clock`: the recorded
 compile and GPU times through the GPU pipeline's model, 16 compile threads, one GPU, planning
 left out), and evo's rows add the simulated seconds until the hit (median and p90 over seeds).
---evo-args passes more options to evo's runs (--evo-args="--generation-size 4").
+--evo-args passes more options to evo's runs (--evo-args="--generation-size 4"), and
+--templates DIR the folder of a template of your own whose recording is replayed.
 
 Each recording's table is printed as soon as its searches end, and --json is rewritten then
 (its "unfinished" names the recordings not reached yet), so a run stopped part of the way keeps
@@ -255,6 +256,9 @@ def run_and_read(command, db, queries):
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         said = result.stderr.strip() or result.stdout.strip() or "nothing on stderr"
+        if "unknown template" in said and "--templates" not in command:
+            # A recording of a template of the user's own names it, not its folder.
+            said += "\n  a template of your own is found with --templates DIR"
         raise BenchError(f"evo failed (exit {result.returncode}): {said}\n  the command: "
                          f"{shlex.join(command)}")
     connection = sqlite3.connect(db)
@@ -636,6 +640,9 @@ def run_benchmark():
     parser.add_argument("--judge", choices=["mean", "first"], default="mean",
                         help="judge the configurations a search measured by the mean of their "
                              "recorded timings (default) or by the first timing alone")
+    parser.add_argument("--templates", action="append", default=[], metavar="DIR",
+                        help="a folder of templates of your own (evo --templates; repeatable), "
+                             "for recordings of them")
     parser.add_argument("--evo-args", default="", metavar="ARGS",
                         help="more options for evo's runs, e.g. \"--generation-size 4\"")
     parser.add_argument("--clock", action="store_true",
@@ -661,6 +668,10 @@ def run_benchmark():
         evo_args = shlex.split(args.evo_args)
     except ValueError as error:
         parser.error(f"--evo-args: {error}")
+    for folder in args.templates:
+        if not os.path.isdir(folder):
+            parser.error(f"--templates: {folder} is not a folder")
+        evo_args += ["--templates", os.path.abspath(folder)]
     if args.json:
         folder = os.path.dirname(os.path.abspath(args.json))
         if not os.path.isdir(folder) or not os.access(folder, os.W_OK):

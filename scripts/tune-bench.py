@@ -59,7 +59,7 @@ def shape_argument(header):
     return shape, problem
 
 
-def run_tune(landscapes, replays, evo, seed, cap, seeded, workdir):
+def run_tune(landscapes, replays, evo, seed, cap, seeded, workdir, templates_args):
     """One evo tune over the recordings' shapes: each shape's trace of recorded times."""
     db = os.path.join(workdir, f"tune-{'seeded' if seeded else 'unseeded'}-{seed}.db")
     template = landscapes[0].header["template"]
@@ -75,6 +75,7 @@ def run_tune(landscapes, replays, evo, seed, cap, seeded, workdir):
         command += ["--problem", f"{name}={value}"]
     if not seeded:
         command.append("--no-seed-elites")
+    command += templates_args
     rows, run_rows = bench.run_and_read(command, db, [
         "SELECT run_id, genome, status FROM candidates WHERE state = 'finished' ORDER BY id",
         "SELECT id FROM runs ORDER BY id"])
@@ -100,10 +101,11 @@ def run_tune(landscapes, replays, evo, seed, cap, seeded, workdir):
 
 
 def run_one(task):
-    paths, replays, evo, seed, cap, seeded, workdir = task
+    paths, replays, evo, seed, cap, seeded, workdir, templates_args = task
     landscapes = [bench.Landscape(path) for path in paths]
     try:
-        return seeded, seed, run_tune(landscapes, replays, evo, seed, cap, seeded, workdir)
+        return seeded, seed, run_tune(landscapes, replays, evo, seed, cap, seeded, workdir,
+                                      templates_args)
     except bench.BenchError as error:
         mode = "seeded" if seeded else "unseeded"
         raise bench.BenchError(f"the {mode} tune of seed {seed}: {error}") from None
@@ -134,6 +136,8 @@ def run_benchmark():
                         help="the fraction of the best time that counts as found (default: 0.02)")
     parser.add_argument("--jobs", type=bench.whole_number(1), default=os.cpu_count() or 1,
                         help="tunes run at once (default: one per core)")
+    parser.add_argument("--templates", action="append", default=[], metavar="DIR",
+                        help="a folder of templates of your own (evo --templates; repeatable)")
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     args = parser.parse_args()
 
@@ -147,6 +151,11 @@ def run_benchmark():
             parser.error(f"--json: cannot write into {folder}")
     if not os.access(args.evo, os.X_OK):
         parser.error(f"{args.evo} is not an executable evo")
+    for folder in args.templates:
+        if not os.path.isdir(folder):
+            parser.error(f"--templates: {folder} is not a folder")
+    templates_args = [arg for folder in args.templates
+                      for arg in ("--templates", os.path.abspath(folder))]
     landscapes = [bench.Landscape(path) for path in args.recordings]
     templates = {landscape.header["template"] for landscape in landscapes}
     if len(templates) != 1:
@@ -171,7 +180,8 @@ def run_benchmark():
                 replays[path] = os.path.join(workdir, f"{index}-" + os.path.basename(path)[:-3])
                 with gzip.open(path, "rb") as source, open(replays[path], "wb") as target:
                     shutil.copyfileobj(source, target)
-        tasks = [(args.recordings, replays, args.evo, seed, args.cap, seeded, workdir)
+        tasks = [(args.recordings, replays, args.evo, seed, args.cap, seeded, workdir,
+                  templates_args)
                  for seeded in (True, False) for seed in seeds]
         traces = {True: [], False: []}
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:

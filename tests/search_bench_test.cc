@@ -341,6 +341,50 @@ TEST_CASE("the search benchmark's clock: evo's simulated seconds to the hit, tho
 // each measured at a time made up from its knobs (the best, 100 us, at ROW_THREADS=128
 // ROWS_PER_CTA=2 VEC=8 CHUNKS=2 PERSISTENT=0). Made up, and written so: the benchmark's
 // handling of any template is under test, not the search.
+// A recording of every valid configuration of `manifest` for `problem`, each measured at
+// time_us(genome): tests/data's record of a real measurement with its figures replaced, under
+// that recording's header renamed to the template and task.
+Cut WriteMadeUpRecording(const std::filesystem::path& path, const KernelTemplate& kernel,
+                         const Manifest& manifest, const Problem& problem,
+                         const std::function<double(const Genome&)>& time_us) {
+  const std::vector<Genome> valid = SearchSpace(manifest, problem, ArchByName("sm_90")).Enumerate();
+  std::ifstream in(test::H100Recording());
+  std::string line;
+  std::getline(in, line);
+  nlohmann::json header = nlohmann::json::parse(line);
+  header["template"] = kernel.manifest.name;
+  header["template_hash"] = kernel.source_hash;
+  header["problem"] = problem;
+  header["recorded_by"] = "made up by tests/search_bench_test.cc";
+  nlohmann::json measured;
+  while (!measured.is_object() && std::getline(in, line)) {
+    const nlohmann::json record = nlohmann::json::parse(line);
+    if (record["outcome"]["status"] == "measured") measured = record;
+  }
+  REQUIRE(measured.is_object());
+  measured.erase("remeasurements");
+  std::string text = header.dump() + "\n";
+  Cut written;
+  for (const Genome& genome : valid) {
+    const double us = time_us(genome);
+    nlohmann::json record = measured;
+    record["genome"] = genome;
+    nlohmann::json& timing = record["outcome"]["gpu"]["timing"];
+    for (const char* figure : {"median_us", "min_us", "p10_us", "p90_us"}) timing[figure] = us;
+    text += record.dump() + "\n";
+    ++written.configurations;
+    written.best_us = std::min(written.best_us, us);
+  }
+  written.path = path;
+  test::WriteFile(written.path, text);
+  return written;
+}
+
+// How far a knob's value is from `best`, in doublings: a made-up landscape's bowl.
+double Doublings(const Genome& genome, const char* knob, double best) {
+  return std::abs(std::log2(static_cast<double>(genome.at(knob)) / best));
+}
+
 Cut WriteRmsnormRecording(const std::filesystem::path& dir) {
   const TemplateLibrary library = TemplateLibrary::Load({});
   const KernelTemplate& rmsnorm = library.Find("rmsnorm");
@@ -355,44 +399,13 @@ Cut WriteRmsnormRecording(const std::filesystem::path& dir) {
   for (KnobSpec& knob : manifest.knobs) knob.values = domains.at(knob.name);
   const Problem problem = CompleteProblem(
       manifest, {{"ROWS", 8192}, {"COLS", 4096}, {"BF16", 0}, {"EPS_INV", 1000000}});
-  const std::vector<Genome> valid = SearchSpace(manifest, problem, ArchByName("sm_90")).Enumerate();
-
-  std::ifstream in(test::H100Recording());
-  std::string line;
-  std::getline(in, line);
-  nlohmann::json header = nlohmann::json::parse(line);
-  header["template"] = "rmsnorm";
-  header["template_hash"] = rmsnorm.source_hash;
-  header["problem"] = problem;
-  header["recorded_by"] = "made up by tests/search_bench_test.cc";
-  nlohmann::json measured;
-  while (!measured.is_object() && std::getline(in, line)) {
-    const nlohmann::json record = nlohmann::json::parse(line);
-    if (record["outcome"]["status"] == "measured") measured = record;
-  }
-  REQUIRE(measured.is_object());
-  measured.erase("remeasurements");
-  std::string text = header.dump() + "\n";
-  Cut written;
-  for (const Genome& genome : valid) {
-    const auto off = [&](const char* knob, double best) {
-      return std::abs(std::log2(static_cast<double>(genome.at(knob)) / best));
-    };
-    const double us = 100 + 10 * off("ROW_THREADS", 128) + 5 * off("ROWS_PER_CTA", 2) +
-                      (genome.at("VEC") == 8 ? 0 : 8) +
-                      3 * std::abs(static_cast<double>(genome.at("CHUNKS")) - 2) +
-                      genome.at("PERSISTENT");
-    nlohmann::json record = measured;
-    record["genome"] = genome;
-    nlohmann::json& timing = record["outcome"]["gpu"]["timing"];
-    for (const char* figure : {"median_us", "min_us", "p10_us", "p90_us"}) timing[figure] = us;
-    text += record.dump() + "\n";
-    ++written.configurations;
-    written.best_us = std::min(written.best_us, us);
-  }
-  written.path = dir / "rmsnorm.jsonl";
-  test::WriteFile(written.path, text);
-  return written;
+  return WriteMadeUpRecording(
+      dir / "rmsnorm.jsonl", rmsnorm, manifest, problem, [](const Genome& genome) {
+        return 100 + 10 * Doublings(genome, "ROW_THREADS", 128) +
+               5 * Doublings(genome, "ROWS_PER_CTA", 2) + (genome.at("VEC") == 8 ? 0 : 8) +
+               3 * std::abs(static_cast<double>(genome.at("CHUNKS")) - 2) +
+               static_cast<double>(genome.at("PERSISTENT"));
+      });
 }
 
 TEST_CASE("the search benchmark replays a recording of any template: rmsnorm has no shape",
@@ -419,6 +432,54 @@ TEST_CASE("the search benchmark replays a recording of any template: rmsnorm has
   }
   // The landscape is one smooth bowl: the engine gets within 2 % of its floor in both seeds.
   for (const auto& hit : figures["methods"]["evo"]["hits"]) CHECK(!hit.is_null());
+}
+
+TEST_CASE("the search benchmark replays a template of a user with --templates naming its folder",
+          "[bench]") {
+  test::TempDir dir;
+  const std::filesystem::path folder = test::SourceDir() / "docs" / "example";
+  const TemplateLibrary library = TemplateLibrary::Load({folder});
+  const KernelTemplate& softmax = library.Find("row_softmax");
+  const Problem problem = CompleteProblem(softmax.manifest, {{"ROWS", 8192}, {"COLS", 2048}});
+  const Cut recording = WriteMadeUpRecording(
+      dir.path() / "row_softmax.jsonl", softmax, softmax.manifest, problem,
+      [](const Genome& genome) {
+        return 50 + 6 * Doublings(genome, "ROW_THREADS", 256) +
+               4 * Doublings(genome, "ROWS_PER_CTA", 2) + 2.0 * (1 - genome.at("FAST_EXP"));
+      });
+  REQUIRE(recording.configurations > 20);
+  REQUIRE(recording.best_us == 50);
+
+  // Without the folder evo does not know the template, and the benchmark says where it is found.
+  const std::vector<std::string> args = {"--methods", "evo",   "random", "--seeds",
+                                         "2",         "--cap", "20",     recording.path.string()};
+  const std::optional<test::CommandResult> unknown = RunSearchBench(dir.path(), args);
+  if (!unknown) return;
+  INFO(unknown->out << unknown->err);
+  CHECK(unknown->exit_code == 1);
+  CHECK(unknown->err.find("unknown template 'row_softmax'") != std::string::npos);
+  CHECK(unknown->err.find("found with --templates DIR") != std::string::npos);
+
+  std::vector<std::string> with_folder = {"--templates", folder.string(), "--json",
+                                          (dir.path() / "bench.json").string()};
+  with_folder.insert(with_folder.end(), args.begin(), args.end());
+  const std::optional<test::CommandResult> ran = RunSearchBench(dir.path(), with_folder);
+  INFO(ran->out << ran->err);
+  REQUIRE(ran->exit_code == 0);
+  const nlohmann::json report = nlohmann::json::parse(*TryReadFile(dir.path() / "bench.json"));
+  const nlohmann::json& figures = report["recordings"][0];
+  CHECK(figures["template"] == "row_softmax");
+  CHECK(figures["configurations"] == recording.configurations);
+  // One smooth bowl: the engine gets within 2 % of its floor in both seeds.
+  REQUIRE(figures["methods"]["evo"]["hits"].size() == 2);
+  for (const auto& hit : figures["methods"]["evo"]["hits"]) CHECK(!hit.is_null());
+
+  // A folder that is not there is refused before anything runs.
+  std::vector<std::string> absent = {"--templates", (dir.path() / "absent").string()};
+  absent.insert(absent.end(), args.begin(), args.end());
+  const std::optional<test::CommandResult> refused = RunSearchBench(dir.path(), absent);
+  CHECK(refused->exit_code == 2);
+  CHECK(refused->err.find("--templates: ") != std::string::npos);
 }
 
 TEST_CASE("the search benchmark reads a gzipped recording as it reads the plain one", "[bench]") {
@@ -651,6 +712,8 @@ TEST_CASE("the tune benchmark: seeded and unseeded tunes over two shapes, figure
       {{first.string(), (dir.path() / "absent.jsonl").string()}, "cannot read"},
       {{"--within", "nan", first.string(), second.string()}, "--within: must be"},
       {{first.string(), first.string()}, "given twice"},
+      {{"--templates", (dir.path() / "absent").string(), first.string(), second.string()},
+       "--templates: "},
   };
   for (const auto& [args, says] : bad) {
     std::vector<std::string> all = {"--evo", test::EvoBinary().string()};
