@@ -339,7 +339,9 @@ const KernelTemplate& TemplateLibrary::Find(std::string_view name) const {
   for (const KernelTemplate& known : templates_) {
     names += (names.empty() ? "" : ", ") + known.manifest.name;
   }
-  throw Error("unknown template '" + std::string(name) + "' (known: " + names + ")");
+  // A recording or a database names a template of the user's own, not the folder it came from.
+  throw Error("unknown template '" + std::string(name) + "' (known: " + names +
+              "); a template of your own is found with --templates DIR");
 }
 
 }  // namespace evo

@@ -256,9 +256,6 @@ def run_and_read(command, db, queries):
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         said = result.stderr.strip() or result.stdout.strip() or "nothing on stderr"
-        if "unknown template" in said and "--templates" not in command:
-            # A recording of a template of the user's own names it, not its folder.
-            said += "\n  a template of your own is found with --templates DIR"
         raise BenchError(f"evo failed (exit {result.returncode}): {said}\n  the command: "
                          f"{shlex.join(command)}")
     connection = sqlite3.connect(db)
@@ -374,7 +371,7 @@ def run_one(task):
         trace = run_random(landscape, seed, cap)
     else:
         trace = run_tpe(landscape, seed, cap, within, multivariate)
-    return method, path, seed, trace, seconds, time.monotonic() - started
+    return trace, seconds, time.monotonic() - started
 
 
 def hit_index(trace, target):
@@ -594,6 +591,61 @@ def fraction(text):
     return value
 
 
+def refuse_repeats(parser, paths):
+    """A recording given twice, also under another spelling, is an argparse error."""
+    named = {}
+    for path in paths:
+        same = named.setdefault(os.path.realpath(path), path)
+        if same != path or paths.count(path) > 1:
+            parser.error(f"{path} is given twice" + ("" if same == path else f" (as {same})"))
+
+
+def require_json_folder(parser, path):
+    """--json FILE must go into a folder that exists and can be written, checked before the runs."""
+    if path:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            parser.error(f"--json: cannot write into {folder}")
+
+
+def templates_arguments(parser, folders):
+    """evo's --templates for each folder of --templates, which must exist."""
+    arguments = []
+    for folder in folders:
+        if not os.path.isdir(folder):
+            parser.error(f"--templates: {folder} is not a folder")
+        arguments += ["--templates", os.path.abspath(folder)]
+    return arguments
+
+
+def plain_replays(paths, workdir):
+    """{recording: the file evo replays}: evo reads plain JSON lines, so a gzipped recording is
+    decompressed once into workdir."""
+    replays = {}
+    for index, path in enumerate(paths):
+        replays[path] = path
+        if path.endswith(".gz"):
+            replays[path] = os.path.join(workdir, f"{index}-" + os.path.basename(path)[:-3])
+            with gzip.open(path, "rb") as source, open(replays[path], "wb") as target:
+                shutil.copyfileobj(source, target)
+    return replays
+
+
+def run_main(name, benchmark):
+    """Runs `benchmark`, saying a BenchError in one line on stderr (exit 1) and ^C as such (130)."""
+    try:
+        return benchmark()
+    except BenchError as error:
+        sys.stdout.flush()
+        print(f"{name}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        print(f"{name}: interrupted; the tables above (and --json) hold what finished",
+              file=sys.stderr)
+        return 130
+
+
 def write_json(path, report, methods, unfinished):
     """The report so far, replacing the file whole: a run stopped part of the way (a failed evo
     run, ^C) keeps the recordings it finished, and names those it did not."""
@@ -604,17 +656,7 @@ def write_json(path, report, methods, unfinished):
 
 
 def main():
-    try:
-        return run_benchmark()
-    except BenchError as error:
-        sys.stdout.flush()
-        print(f"search-bench: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        sys.stdout.flush()
-        print("search-bench: interrupted; the tables above (and --json) hold the recordings "
-              "finished", file=sys.stderr)
-        return 130
+    return run_main("search-bench", run_benchmark)
 
 
 def run_benchmark():
@@ -668,19 +710,9 @@ def run_benchmark():
         evo_args = shlex.split(args.evo_args)
     except ValueError as error:
         parser.error(f"--evo-args: {error}")
-    for folder in args.templates:
-        if not os.path.isdir(folder):
-            parser.error(f"--templates: {folder} is not a folder")
-        evo_args += ["--templates", os.path.abspath(folder)]
-    if args.json:
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            parser.error(f"--json: cannot write into {folder}")
-    named = {}
-    for path in args.recordings:
-        same = named.setdefault(os.path.realpath(path), path)
-        if same != path or args.recordings.count(path) > 1:
-            parser.error(f"{path} is given twice" + ("" if same == path else f" (as {same})"))
+    evo_args += templates_arguments(parser, args.templates)
+    require_json_folder(parser, args.json)
+    refuse_repeats(parser, args.recordings)
 
     landscapes = [Landscape(path, args.judge) for path in args.recordings]
     caps = {}
@@ -694,15 +726,8 @@ def run_benchmark():
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     report = []
     try:
-        # evo reads plain JSON lines: a gzipped recording is decompressed once for its runs.
-        replays = {}
-        for index, landscape in enumerate(landscapes):
-            replays[landscape.path] = landscape.path
-            if landscape.path.endswith(".gz") and any(m.startswith("evo") for m in methods):
-                plain = os.path.join(workdir, f"{index}-" + os.path.basename(landscape.path)[:-3])
-                with gzip.open(landscape.path, "rb") as source, open(plain, "wb") as target:
-                    shutil.copyfileobj(source, target)
-                replays[landscape.path] = plain
+        evo_paths = [l.path for l in landscapes] if any(m.startswith("evo") for m in methods) else []
+        replays = {l.path: l.path for l in landscapes} | plain_replays(evo_paths, workdir)
         with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
             futures = {l.path: [(m, s, pool.submit(run_one, (
                 m, l.path, replays[l.path], s, caps[l.path], evo, workdir, args.within,
@@ -714,7 +739,7 @@ def run_benchmark():
                 for number, landscape in enumerate(landscapes):
                     traces, clocks, elapsed = {}, {}, {}
                     for method, seed, future in futures[landscape.path]:
-                        _, _, _, trace, clock, seconds = future.result()
+                        trace, clock, seconds = future.result()
                         traces.setdefault(method, {})[seed] = trace
                         if clock is not None:
                             clocks.setdefault(method, {})[seed] = clock

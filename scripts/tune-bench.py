@@ -18,7 +18,6 @@ their recorded timings, as in search-bench.py.
 
 import argparse
 import concurrent.futures
-import gzip
 import importlib.util
 import json
 import os
@@ -112,12 +111,7 @@ def run_one(task):
 
 
 def main():
-    try:
-        return run_benchmark()
-    except bench.BenchError as error:
-        sys.stdout.flush()
-        print(f"tune-bench: {error}", file=sys.stderr)
-        return 1
+    return bench.run_main("tune-bench", run_benchmark)
 
 
 def run_benchmark():
@@ -143,19 +137,11 @@ def run_benchmark():
 
     if len(args.recordings) < 2:
         parser.error("give at least two recordings: the first opens the set, the others are seeded")
-    if len({os.path.realpath(p) for p in args.recordings}) != len(args.recordings):
-        parser.error("a recording is given twice; evo tune makes one run per shape")
-    if args.json:
-        folder = os.path.dirname(os.path.abspath(args.json))
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            parser.error(f"--json: cannot write into {folder}")
+    bench.refuse_repeats(parser, args.recordings)
+    bench.require_json_folder(parser, args.json)
     if not os.access(args.evo, os.X_OK):
         parser.error(f"{args.evo} is not an executable evo")
-    for folder in args.templates:
-        if not os.path.isdir(folder):
-            parser.error(f"--templates: {folder} is not a folder")
-    templates_args = [arg for folder in args.templates
-                      for arg in ("--templates", os.path.abspath(folder))]
+    templates_args = bench.templates_arguments(parser, args.templates)
     landscapes = [bench.Landscape(path) for path in args.recordings]
     templates = {landscape.header["template"] for landscape in landscapes}
     if len(templates) != 1:
@@ -172,14 +158,7 @@ def run_benchmark():
     workdir = tempfile.mkdtemp(prefix="tune-bench-")
     try:
         seeds = range(args.first_seed, args.first_seed + args.seeds)
-        # evo reads plain JSON lines: a gzipped recording is decompressed once for the tunes.
-        replays = {}
-        for index, path in enumerate(args.recordings):
-            replays[path] = path
-            if path.endswith(".gz"):
-                replays[path] = os.path.join(workdir, f"{index}-" + os.path.basename(path)[:-3])
-                with gzip.open(path, "rb") as source, open(replays[path], "wb") as target:
-                    shutil.copyfileobj(source, target)
+        replays = bench.plain_replays(args.recordings, workdir)
         tasks = [(args.recordings, replays, args.evo, seed, args.cap, seeded, workdir,
                   templates_args)
                  for seeded in (True, False) for seed in seeds]
