@@ -225,5 +225,60 @@ TEST_CASE(
   CHECK(rejected["sdpa_fp8_swapped_k_halves"] >= 9);
 }
 
+// With one stage, the e4m3 MMA reads K from the cp.async buffer that the next iteration loads the
+// next tile into. Under causal masking the warps above the diagonal skip a tile and reach that
+// load while the others still multiply by K: a sweep of 2,16,4096,128 causal with an e4m3 Q on an
+// H200 read 24 such configurations as incorrect (up to 11 % of O wrong) until the loop waited for
+// every warp. The variant without that barrier must be rejected at this task, so the task shows
+// the race; sdpa_fp8 must pass.
+TEST_CASE(
+    "sdpa_fp8 with the e4m3 MMA and one stage passes the gates under causal masking; without the "
+    "barrier that keeps the next tile's load from the K still read it does not",
+    "[gpu]") {
+  if (!test::HaveGpuDriver()) {
+    WARN("skipped: no GPU driver (libcuda.so.1) on this machine");
+    return;
+  }
+  test::TempDir dir;
+  WriteBrokenFp8(dir.path(), "sdpa_fp8_stage_race", "if constexpr (STAGES == 1 && QK_FP8_MMA) {",
+                 "if constexpr (false) {");
+  const TemplateLibrary library = TemplateLibrary::Load({dir.path() / "sdpa_fp8_stage_race"});
+  NvrtcCompiler compiler;
+  GpuGates gates(0, compiler);
+  const ArchInfo arch = gates.device().arch_info();
+  if (arch.sm < 89) {
+    WARN("skipped: sdpa_fp8 needs sm_89, this GPU is " + arch.name);
+    return;
+  }
+  const char* const settings[] = {
+      "BLOCK_M=128 BLOCK_N=16 NUM_WARPS=8 STAGES=1 QK_FP8_MMA=1",
+      "BLOCK_M=128 BLOCK_N=32 NUM_WARPS=8 STAGES=1 QK_FP8_MMA=1 PERSISTENT=1 FAST_EXP=1",
+      "BLOCK_M=64 BLOCK_N=16 NUM_WARPS=4 STAGES=1 QK_FP8_MMA=1",
+      "BLOCK_M=256 BLOCK_N=16 NUM_WARPS=8 STAGES=1 QK_FP8_MMA=1 FAST_EXP=1"};
+  std::map<std::string, int> outcomes;
+  for (const char* name : {"sdpa_fp8", "sdpa_fp8_stage_race"}) {
+    const KernelTemplate& kernel_template = library.Find(name);
+    const Problem problem = Fp8Problem(kernel_template.manifest, 2, 16, 4096, 128, 1, 1);
+    for (const char* setting : settings) {
+      INFO(name << " " << setting);
+      const Genome genome = test::GenomeFromSettings(kernel_template.manifest, setting);
+      const CompileOutcome compiled =
+          RunCompileGate(kernel_template, genome, problem, arch, compiler, {});
+      REQUIRE(compiled.status == Status::kCompiled);
+      const GpuVerdict verdict =
+          gates.Evaluate(kernel_template, genome, problem, compiled.compiled.cubin, true, {});
+      INFO(verdict.correctness.failure << verdict.error << " max abs error "
+                                       << verdict.correctness.worst.max_abs_error);
+      const bool fixed = std::string(name) == "sdpa_fp8";
+      CHECK(verdict.status == (fixed ? Status::kMeasured : Status::kIncorrect));
+      if (fixed) CHECK(verdict.correctness.worst.max_abs_error < 0.06);
+      ++outcomes[std::string(name) + " " + std::string(ToString(verdict.status))];
+    }
+  }
+  std::string counts;
+  for (const auto& [what, count] : outcomes) counts += what + " " + std::to_string(count) + "; ";
+  WARN("sdpa_fp8, one stage, e4m3 MMA, 2,16,4096,128 causal on " << arch.name << ": " << counts);
+}
+
 }  // namespace
 }  // namespace evo
