@@ -240,7 +240,7 @@ TEST_CASE(
     return;
   }
   test::TempDir dir;
-  WriteBrokenFp8(dir.path(), "sdpa_fp8_stage_race", "if constexpr (STAGES == 1 && QK_FP8_MMA) {",
+  WriteBrokenFp8(dir.path(), "sdpa_fp8_stage_race", "if constexpr (QK_FP8_MMA) {",
                  "if constexpr (false) {");
   const TemplateLibrary library = TemplateLibrary::Load({dir.path() / "sdpa_fp8_stage_race"});
   NvrtcCompiler compiler;

@@ -438,9 +438,7 @@ __device__ __forceinline__ void attention_tile(const Args& args, const Shape& sh
     __syncwarp();
     if (lane == 0) evo::mbar_arrive(handover.empty(read_stage));
 #else
-    if constexpr (STAGES == 1) {
-      __syncthreads();  // the next iteration's load overwrites the only stage
-    }
+    evo::CpAsyncRing<STAGES>::release();  // the next iteration's load overwrites the only stage
     read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
 #endif
   }

@@ -114,7 +114,7 @@ __device__ __forceinline__ void attention_tile(const unsigned short* __restrict_
     const int stage = j % STAGES;
     // With one K/V buffer, tile j overwrites tile j-1: every warp must have finished tile j-1's
     // wgmmas first (a warpgroup can run a whole tile ahead of another otherwise).
-    if (STAGES == 1 && j > 0) __syncthreads();
+    if (j > 0) evo::CpAsyncRing<STAGES>::release();
     evo::CpAsyncRing<STAGES>::wait(j, load_kv);
     evo::fence_proxy_async();
     // Tile j is visible to the tensor cores of every warpgroup, and every warpgroup has

@@ -275,12 +275,12 @@ __device__ __forceinline__ void attention_tile(
             return v_tile + swizzle(kk * 16 + lanes.v.row, dp * 2 + lanes.v.chunk);
           });
     }
-    if constexpr (STAGES == 1 && QK_FP8_MMA) {
-      // Q K^T read the e4m3 K of the only stage after the last barrier, and the next
-      // iteration's first step loads tile j + 1 into it. Without this barrier a warp that skips
-      // a tile under causal masking overwrote K while others still multiplied by it (wrong
-      // results at 2,16,4096,128 causal); unmasked warps merely raced less visibly.
-      __syncthreads();
+    if constexpr (QK_FP8_MMA) {
+      // Q K^T read the e4m3 K of the stage itself, after the last barrier (the dequantizing
+      // path reads fp16 copies made between the barriers). Without this, with one stage, a warp
+      // that skips a tile under causal masking overwrote K while others still multiplied by it
+      // (wrong results at 2,16,4096,128 causal); unmasked warps merely raced less visibly.
+      evo::CpAsyncRing<STAGES>::release();
     }
   }
 

@@ -98,7 +98,8 @@ struct CpAsyncRing {
   }
 
   // Iteration j, before tile j is read. With one buffer, tile j is loaded now and waited for:
-  // the caller makes sure that no thread still reads tile j - 1.
+  // the caller makes sure that no thread still reads tile j - 1 (release, or a barrier of its
+  // own after the last read).
   template <class Load>
   static __device__ __forceinline__ void wait(int j, Load load) {
     if constexpr (Stages == 1) {
@@ -108,6 +109,15 @@ struct CpAsyncRing {
     } else {
       cp_async_wait<Stages - 2>();
     }
+  }
+
+  // After the last read of a tile's buffer where it follows the loop body's last barrier: with
+  // one buffer the next wait loads the next tile into it at once, so every thread must be done
+  // with it. With more buffers the next prefetch already follows a barrier. Every template that
+  // reads the stage itself (not a copy made between barriers) calls it; sdpa_fp8 once did not,
+  // and raced.
+  static __device__ __forceinline__ void release() {
+    if constexpr (Stages == 1) __syncthreads();
   }
 
   // Iteration j, once no thread reads tile j - 1 any more: tile j + Stages - 1 into the buffer
